@@ -1,0 +1,47 @@
+# sandbox_persist: PGXS build, plus the two commands a newcomer needs:
+#   make run    build, install, start a throwaway cluster, walk through every store
+#   make test   the same set-up, then pg_regress, isolation specs and pgTAP suites
+
+EXTENSION   = sandbox_persist
+MODULE_big  = sandbox_persist
+OBJS = \
+	src/sandbox_persist.o \
+	src/errors.o \
+	src/json_io.o \
+	src/validate.o \
+	src/spi_util.o \
+	src/admin.o \
+	src/instances.o \
+	src/runs.o \
+	src/messages.o
+
+DATA = $(wildcard sql/sandbox_persist--*.sql)
+
+# pg_regress finds test/sql/<t>.sql via --inputdir and expected/<t>.out in the
+# top-level expected/ (the output directory is searched first); isolation specs
+# live in test/specs/ and share expected/.
+REGRESS      = $(sort $(basename $(notdir $(wildcard test/sql/*.sql))))
+REGRESS_OPTS = --inputdir=test --load-extension=sandbox_persist
+ISOLATION      = $(sort $(basename $(notdir $(wildcard test/specs/*.spec))))
+ISOLATION_OPTS = --inputdir=test --load-extension=sandbox_persist
+
+PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \
+	-Wno-missing-field-initializers -Wno-cast-function-type
+SHLIB_LINK += -lzstd
+
+# Debian's server headers enable JIT bitcode, which needs clang; we do not ship any.
+override with_llvm = no
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+.PHONY: deps run stop test
+deps:
+	bash scripts/deps.sh
+run:
+	bash scripts/run.sh
+stop:
+	bash scripts/cluster.sh stop
+test:
+	bash scripts/test.sh

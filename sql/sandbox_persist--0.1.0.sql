@@ -1,0 +1,192 @@
+-- sandbox_persist 0.1.0: TanStack AI store contracts inside PostgreSQL.
+\echo Use "CREATE EXTENSION sandbox_persist" to load this file. \quit
+
+DO $$
+BEGIN
+    IF current_setting('server_encoding') <> 'UTF8' THEN
+        RAISE EXCEPTION 'sandbox_persist requires a UTF8 database'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Identifier order is the byte order of UTF-8, which COLLATE "C" gives only in a UTF8 database.';
+    END IF;
+END
+$$;
+
+------------------------------------------------------------------------------
+-- Tables. Identifiers are text COLLATE "C" (bytewise UTF-8 order); payloads
+-- are json (exact text). A hidden seq column breaks ties in insertion order.
+------------------------------------------------------------------------------
+
+-- Sandbox instance store: compound key -> provider sandbox to resume.
+CREATE TABLE instances (
+    instance_key        text COLLATE "C" PRIMARY KEY,
+    provider            text NOT NULL,
+    provider_sandbox_id text NOT NULL,
+    latest_snapshot_id  text,
+    thread_id           text COLLATE "C" NOT NULL,
+    latest_run_id       text COLLATE "C",
+    updated_at          bigint NOT NULL
+);
+
+-- Run store, with the four durable fields.
+CREATE TABLE runs (
+    seq              bigint GENERATED ALWAYS AS IDENTITY,
+    run_id           text COLLATE "C" PRIMARY KEY,
+    thread_id        text COLLATE "C" NOT NULL,
+    status           text NOT NULL
+                     CHECK (status IN ('running', 'interrupted', 'completed', 'failed', 'aborted')),
+    started_at       bigint NOT NULL,
+    finished_at      bigint,
+    error            json,
+    usage            json,
+    sandbox_key      text,
+    detached_since   bigint,
+    cancel_requested boolean,
+    driver_epoch     bigint CHECK (driver_epoch >= 0),
+    changed_at       bigint NOT NULL   -- server clock of the last write, for retention
+);
+CREATE INDEX runs_thread_started ON runs (thread_id, started_at, seq);
+CREATE INDEX runs_reclaimable ON runs (detached_since, seq)
+    WHERE status = 'running' AND detached_since IS NOT NULL;
+
+-- Message store: one transcript per thread, replaced whole.
+CREATE TABLE messages (
+    thread_id  text COLLATE "C" PRIMARY KEY,
+    transcript json NOT NULL,
+    updated_at bigint NOT NULL
+);
+
+-- One row per checkpoint thread: its lock point, writer lease and head.
+-- The fence only ever grows; maintenance never deletes these rows.
+CREATE TABLE checkpoint_threads (
+    thread_id        text COLLATE "C" PRIMARY KEY,
+    fence            bigint NOT NULL DEFAULT 0,
+    owner_token      uuid,
+    lease_expires_at bigint,
+    head_id          text COLLATE "C"
+);
+
+-- Each distinct conversation message, stored once and shared by every
+-- checkpoint that carries it (keyed by the SHA-256 of its exact text).
+CREATE TABLE conversation_messages (
+    message_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    hash       bytea NOT NULL UNIQUE,
+    body       text NOT NULL
+);
+
+CREATE TABLE checkpoints (
+    seq           bigint GENERATED ALWAYS AS IDENTITY,
+    checkpoint_id text COLLATE "C" PRIMARY KEY,
+    thread_id     text COLLATE "C" NOT NULL,
+    parent_id     text COLLATE "C",
+    created_at    double precision NOT NULL,
+    reason        text NOT NULL,
+    label         text,
+    source_run_id text,
+    files         json NOT NULL,     -- canonical entries, in the caller's order
+    artifacts     json NOT NULL,     -- canonical artifacts, in the caller's order
+    conversation  bigint[] NOT NULL  -- conversation_messages ids, in order
+);
+CREATE INDEX checkpoints_thread_order ON checkpoints (thread_id, created_at, checkpoint_id);
+
+-- One row per (checkpoint, distinct blob key): reference counts are derived
+-- from these rows, so no shared counter becomes a hot row.
+CREATE TABLE checkpoint_blob_refs (
+    checkpoint_id text COLLATE "C" NOT NULL REFERENCES checkpoints ON DELETE CASCADE,
+    blob_key      text COLLATE "C" NOT NULL,
+    PRIMARY KEY (checkpoint_id, blob_key)
+);
+CREATE INDEX checkpoint_blob_refs_key ON checkpoint_blob_refs (blob_key);
+
+-- The registry of thread-owned state that blocks a fork destination. A store
+-- that keeps rows per thread adds a branch here (row existence, not content).
+-- Lease rows, metadata, blobs and instance rows deliberately do not count.
+CREATE VIEW thread_owned_state AS
+    SELECT thread_id, 'transcript'::text AS source FROM messages
+    UNION ALL SELECT thread_id, 'run' FROM runs
+    UNION ALL SELECT thread_id, 'checkpoint' FROM checkpoints
+    UNION ALL SELECT thread_id, 'head' FROM checkpoint_threads WHERE head_id IS NOT NULL;
+
+SELECT pg_catalog.pg_extension_config_dump('instances', '');
+SELECT pg_catalog.pg_extension_config_dump('runs', '');
+SELECT pg_catalog.pg_extension_config_dump('messages', '');
+SELECT pg_catalog.pg_extension_config_dump('checkpoint_threads', '');
+SELECT pg_catalog.pg_extension_config_dump('conversation_messages', '');
+SELECT pg_catalog.pg_extension_config_dump('checkpoints', '');
+SELECT pg_catalog.pg_extension_config_dump('checkpoint_blob_refs', '');
+
+------------------------------------------------------------------------------
+-- Functions. One per store method, named <store>_<method>, equal to its C
+-- symbol. All run as the extension owner with a pinned search_path.
+------------------------------------------------------------------------------
+
+-- sandbox instances
+CREATE FUNCTION instance_get(instance_key text) RETURNS json
+    AS 'MODULE_PATHNAME', 'instance_get' LANGUAGE C STABLE;
+CREATE FUNCTION instance_upsert(record json) RETURNS void
+    AS 'MODULE_PATHNAME', 'instance_upsert' LANGUAGE C VOLATILE;
+CREATE FUNCTION instance_delete(instance_key text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'instance_delete' LANGUAGE C VOLATILE;
+
+-- runs
+CREATE FUNCTION run_create_or_resume(input json) RETURNS json
+    AS 'MODULE_PATHNAME', 'run_create_or_resume' LANGUAGE C VOLATILE;
+CREATE FUNCTION run_update(run_id text, patch json) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'run_update' LANGUAGE C VOLATILE;
+CREATE FUNCTION run_get(run_id text) RETURNS json
+    AS 'MODULE_PATHNAME', 'run_get' LANGUAGE C STABLE;
+CREATE FUNCTION run_find_active_run(thread_id text) RETURNS json
+    AS 'MODULE_PATHNAME', 'run_find_active_run' LANGUAGE C STABLE;
+CREATE FUNCTION run_list_by_thread(thread_id text) RETURNS json
+    AS 'MODULE_PATHNAME', 'run_list_by_thread' LANGUAGE C STABLE;
+CREATE FUNCTION run_list_reclaimable(caller_now_ms bigint, ttl_ms bigint) RETURNS json
+    AS 'MODULE_PATHNAME', 'run_list_reclaimable' LANGUAGE C STABLE;
+
+-- messages
+CREATE FUNCTION message_load_thread(thread_id text) RETURNS json
+    AS 'MODULE_PATHNAME', 'message_load_thread' LANGUAGE C STABLE;
+CREATE FUNCTION message_save_thread(thread_id text, messages json) RETURNS void
+    AS 'MODULE_PATHNAME', 'message_save_thread' LANGUAGE C VOLATILE;
+
+-- administration
+CREATE FUNCTION _reset_for_tests() RETURNS void
+    AS 'MODULE_PATHNAME', '_reset_for_tests' LANGUAGE C VOLATILE;
+
+-- Grant an application role everything a TanStack AI app server needs: the
+-- schema and EXECUTE on every store function (never the administration ones).
+CREATE FUNCTION grant_app_role(app_role regrole) RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    fn regprocedure;
+BEGIN
+    EXECUTE format('GRANT USAGE ON SCHEMA sandbox_persist TO %s', app_role);
+    FOR fn IN
+        SELECT p.oid::regprocedure
+        FROM pg_catalog.pg_proc p
+        JOIN pg_catalog.pg_depend d ON d.objid = p.oid AND d.classid = 'pg_catalog.pg_proc'::regclass
+        JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid AND d.deptype = 'e'
+        WHERE e.extname = 'sandbox_persist'
+          AND p.proname !~ '^_'
+          AND p.proname NOT IN ('grant_app_role', 'schedule_maintenance', 'unschedule_maintenance')
+    LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s', fn, app_role);
+    END LOOP;
+END
+$$;
+
+-- Every function runs as the extension owner with a pinned search_path, and
+-- nothing is callable or readable by PUBLIC until a DBA grants an app role.
+DO $$
+DECLARE
+    fn regprocedure;
+BEGIN
+    FOR fn IN
+        SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+        WHERE p.pronamespace = 'sandbox_persist'::regnamespace
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER SET search_path = pg_catalog, pg_temp', fn);
+        EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', fn);
+    END LOOP;
+END
+$$;
+REVOKE ALL ON ALL TABLES IN SCHEMA sandbox_persist FROM PUBLIC;
+REVOKE ALL ON SCHEMA sandbox_persist FROM PUBLIC;

@@ -1,0 +1,493 @@
+/*
+ * json_io.c
+ *
+ * Reading structural JSON and writing output objects.
+ *
+ * Every json argument has already been checked by PostgreSQL's json input
+ * function (json_in runs the core JSON parser), so this walker only has to
+ * split valid text into a tree of spans. Each node keeps the exact source text
+ * of its value, so opaque payloads (messages, usage, errors) are stored and
+ * spliced back byte for byte, never de-escaped. Strings are decoded only when
+ * a structural field needs them, and the decoder reports U+0000 and unpaired
+ * surrogates so each caller can raise its own error code. Walking text instead
+ * of driving the core parser's callbacks keeps us clear of that API's changes
+ * between PostgreSQL 15, 16 and 17. No locking.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "common/shortest_dec.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+
+#include "sandbox_persist.h"
+
+typedef struct SpJsonCursor
+{
+	const char *p;
+	const char *end;
+} SpJsonCursor;
+
+static SpJson *SpJsonParseValue(SpJsonCursor *c, int depth);
+
+/* Report text that json_in should never have let through. */
+static void
+SpJsonSyntaxError(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+			 errmsg("invalid input syntax for type json")));
+}
+
+/* Skip JSON whitespace. */
+static void
+SpJsonSkipSpace(SpJsonCursor *c)
+{
+	while (c->p < c->end &&
+		   (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
+		c->p++;
+}
+
+/* Advance past a string token starting at the opening quote. */
+static void
+SpJsonSkipString(SpJsonCursor *c)
+{
+	c->p++;
+	while (c->p < c->end && *c->p != '"')
+	{
+		if (*c->p == '\\')
+			c->p++;
+		c->p++;
+	}
+	if (c->p >= c->end)
+		SpJsonSyntaxError();
+	c->p++;
+}
+
+/* Grow an array or object node by one member. */
+static void
+SpJsonAddItem(SpJson *node, int *cap, SpJson *item, const char *key, int keylen)
+{
+	if (node->count == *cap)
+	{
+		*cap = *cap ? *cap * 2 : 4;
+		node->items = node->items ? repalloc(node->items, sizeof(SpJson *) * *cap)
+			: palloc(sizeof(SpJson *) * *cap);
+		if (node->kind == SPJ_OBJECT)
+		{
+			node->keys = node->keys ? repalloc(node->keys, sizeof(char *) * *cap)
+				: palloc(sizeof(char *) * *cap);
+			node->keylens = node->keylens ? repalloc(node->keylens, sizeof(int) * *cap)
+				: palloc(sizeof(int) * *cap);
+		}
+	}
+	node->items[node->count] = item;
+	if (node->kind == SPJ_OBJECT)
+	{
+		node->keys[node->count] = key;
+		node->keylens[node->count] = keylen;
+	}
+	node->count++;
+}
+
+/* Parse one value at the cursor into a node. */
+static SpJson *
+SpJsonParseValue(SpJsonCursor *c, int depth)
+{
+	SpJson	   *node = palloc0(sizeof(SpJson));
+	int			cap = 0;
+
+	check_stack_depth();
+	SpJsonSkipSpace(c);
+	if (c->p >= c->end)
+		SpJsonSyntaxError();
+	node->raw = c->p;
+	switch (*c->p)
+	{
+		case '{':
+			node->kind = SPJ_OBJECT;
+			c->p++;
+			SpJsonSkipSpace(c);
+			if (c->p < c->end && *c->p == '}')
+			{
+				c->p++;
+				break;
+			}
+			for (;;)
+			{
+				const char *key;
+				int			keylen;
+
+				SpJsonSkipSpace(c);
+				if (c->p >= c->end || *c->p != '"')
+					SpJsonSyntaxError();
+				key = c->p;
+				SpJsonSkipString(c);
+				keylen = c->p - key;
+				SpJsonSkipSpace(c);
+				if (c->p >= c->end || *c->p != ':')
+					SpJsonSyntaxError();
+				c->p++;
+				SpJsonAddItem(node, &cap, SpJsonParseValue(c, depth + 1), key, keylen);
+				SpJsonSkipSpace(c);
+				if (c->p < c->end && *c->p == ',')
+				{
+					c->p++;
+					continue;
+				}
+				if (c->p < c->end && *c->p == '}')
+				{
+					c->p++;
+					break;
+				}
+				SpJsonSyntaxError();
+			}
+			break;
+		case '[':
+			node->kind = SPJ_ARRAY;
+			c->p++;
+			SpJsonSkipSpace(c);
+			if (c->p < c->end && *c->p == ']')
+			{
+				c->p++;
+				break;
+			}
+			for (;;)
+			{
+				SpJsonAddItem(node, &cap, SpJsonParseValue(c, depth + 1), NULL, 0);
+				SpJsonSkipSpace(c);
+				if (c->p < c->end && *c->p == ',')
+				{
+					c->p++;
+					continue;
+				}
+				if (c->p < c->end && *c->p == ']')
+				{
+					c->p++;
+					break;
+				}
+				SpJsonSyntaxError();
+			}
+			break;
+		case '"':
+			node->kind = SPJ_STRING;
+			SpJsonSkipString(c);
+			break;
+		case 't':
+		case 'f':
+		case 'n':
+			{
+				const char *word = *c->p == 't' ? "true" : *c->p == 'f' ? "false" : "null";
+				int			wlen = strlen(word);
+
+				if (c->end - c->p < wlen || strncmp(c->p, word, wlen) != 0)
+					SpJsonSyntaxError();
+				c->p += wlen;
+				node->kind = *word == 'n' ? SPJ_NULL : SPJ_BOOL;
+				node->boolval = (*word == 't');
+			}
+			break;
+		default:
+			if (*c->p != '-' && !(*c->p >= '0' && *c->p <= '9'))
+				SpJsonSyntaxError();
+			node->kind = SPJ_NUMBER;
+			while (c->p < c->end && strchr("+-0123456789.eE", *c->p) != NULL)
+				c->p++;
+			break;
+	}
+	node->rawlen = c->p - node->raw;
+	return node;
+}
+
+/* Split valid JSON text into a tree of spans; the text must outlive the tree. */
+SpJson *
+SpJsonParse(const char *text, int len)
+{
+	SpJsonCursor c = {text, text + len};
+	SpJson	   *root = SpJsonParseValue(&c, 0);
+
+	SpJsonSkipSpace(&c);
+	if (c.p != c.end)
+		SpJsonSyntaxError();
+	return root;
+}
+
+/* Parse a json datum's text. */
+SpJson *
+SpJsonParseText(text *t)
+{
+	return SpJsonParse(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+}
+
+/* Value of one hex digit, or -1. */
+static int
+SpHexValue(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+/* Read the four hex digits of a \u escape at p (just after "\u"). */
+static int
+SpReadHex4(const char *p, const char *end)
+{
+	int			v = 0;
+
+	if (end - p < 4)
+		SpJsonSyntaxError();
+	for (int i = 0; i < 4; i++)
+	{
+		int			d = SpHexValue(p[i]);
+
+		if (d < 0)
+			SpJsonSyntaxError();
+		v = v * 16 + d;
+	}
+	return v;
+}
+
+/*
+ * Decode a JSON string token (quotes included) into NUL-terminated UTF-8.
+ * Reports U+0000 and unpaired surrogates instead of raising, because the
+ * error code depends on the field; *out is only valid on SPS_OK.
+ */
+SpStringStatus
+SpJsonDecodeString(const char *raw, int rawlen, char **out, int *outlen)
+{
+	StringInfoData buf;
+	const char *p = raw + 1;
+	const char *end = raw + rawlen - 1;
+
+	initStringInfo(&buf);
+	while (p < end)
+	{
+		if (*p != '\\')
+		{
+			appendStringInfoChar(&buf, *p++);
+			continue;
+		}
+		p++;
+		switch (*p)
+		{
+			case 'b':
+				appendStringInfoChar(&buf, '\b');
+				break;
+			case 'f':
+				appendStringInfoChar(&buf, '\f');
+				break;
+			case 'n':
+				appendStringInfoChar(&buf, '\n');
+				break;
+			case 'r':
+				appendStringInfoChar(&buf, '\r');
+				break;
+			case 't':
+				appendStringInfoChar(&buf, '\t');
+				break;
+			case 'u':
+				{
+					pg_wchar	cp = SpReadHex4(p + 1, end);
+					unsigned char utf8[8];
+
+					p += 4;
+					if (cp >= 0xDC00 && cp <= 0xDFFF)
+						return SPS_LONE_SURROGATE;
+					if (cp >= 0xD800 && cp <= 0xDBFF)
+					{
+						int			lo;
+
+						if (end - p < 7 || p[1] != '\\' || p[2] != 'u')
+							return SPS_LONE_SURROGATE;
+						lo = SpReadHex4(p + 3, end);
+						if (lo < 0xDC00 || lo > 0xDFFF)
+							return SPS_LONE_SURROGATE;
+						cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+						p += 6;
+					}
+					if (cp == 0)
+						return SPS_NUL;
+					unicode_to_utf8(cp, utf8);
+					appendBinaryStringInfo(&buf, (char *) utf8, pg_utf_mblen(utf8));
+				}
+				break;
+			default:			/* '"', '\\' and '/' stand for themselves */
+				appendStringInfoChar(&buf, *p);
+				break;
+		}
+		p++;
+	}
+	*out = buf.data;
+	*outlen = buf.len;
+	return SPS_OK;
+}
+
+/*
+ * Read a number node as an integer within +/-(2^53 - 1). A value written with
+ * a fraction or exponent is accepted only when it is integral; it is never
+ * rounded.
+ */
+SpIntStatus
+SpJsonGetInt(const SpJson *node, int64 *out)
+{
+	char	   *s = pnstrdup(node->raw, node->rawlen);
+	bool		plain = (strspn(s + (s[0] == '-'), "0123456789") == strlen(s + (s[0] == '-')));
+	double		d;
+
+	if (plain)
+	{
+		/* Digits only: more than 16 of them is certainly out of range. */
+		if (strlen(s + (s[0] == '-')) > 16)
+			return SPI_OUT_OF_RANGE;
+		*out = strtoll(s, NULL, 10);
+		return (*out > SP_MAX_SAFE_INTEGER || *out < -SP_MAX_SAFE_INTEGER)
+			? SPI_OUT_OF_RANGE : SPI_OK;
+	}
+	d = strtod(s, NULL);
+	if (isinf(d) || fabs(d) > (double) SP_MAX_SAFE_INTEGER)
+		return isinf(d) || floor(d) == d ? SPI_OUT_OF_RANGE : SPI_NOT_INTEGRAL;
+	if (floor(d) != d)
+		return SPI_NOT_INTEGRAL;
+	*out = (int64) d;
+	return SPI_OK;
+}
+
+/* Read a number node as a finite double; false when it overflows. */
+bool
+SpJsonGetDouble(const SpJson *node, double *out)
+{
+	char	   *s = pnstrdup(node->raw, node->rawlen);
+
+	*out = strtod(s, NULL);
+	return !isinf(*out) && !isnan(*out);
+}
+
+/* A JSON type's name for error messages. */
+const char *
+SpJsonKindName(SpJsonKind kind)
+{
+	switch (kind)
+	{
+		case SPJ_NULL:
+			return "null";
+		case SPJ_BOOL:
+			return "boolean";
+		case SPJ_NUMBER:
+			return "number";
+		case SPJ_STRING:
+			return "string";
+		case SPJ_ARRAY:
+			return "array";
+		case SPJ_OBJECT:
+			return "object";
+	}
+	return "unknown";
+}
+
+/* An object member's name, decoded for messages and comparison. */
+char *
+SpJsonKeyName(const SpJson *obj, int i)
+{
+	char	   *name;
+	int			len;
+
+	if (SpJsonDecodeString(obj->keys[i], obj->keylens[i], &name, &len) != SPS_OK)
+		return pnstrdup(obj->keys[i], obj->keylens[i]);
+	return name;
+}
+
+/*
+ * Look up the allowed members of an object. out[i] receives the value of
+ * names[i] or NULL. An unknown or repeated member raises unknown_errcode, or a
+ * contract error when sp_code >= 0, unless ignore_unknown is set.
+ */
+void
+SpJsonMembers(const SpJson *obj, const char *const *names, int nnames,
+			  SpJson **out, const char *what, bool ignore_unknown,
+			  int unknown_errcode, int sp_code)
+{
+	for (int j = 0; j < nnames; j++)
+		out[j] = NULL;
+	for (int i = 0; i < obj->count; i++)
+	{
+		char	   *key = SpJsonKeyName(obj, i);
+		int			found = -1;
+
+		for (int j = 0; j < nnames; j++)
+		{
+			if (strcmp(key, names[j]) == 0)
+			{
+				found = j;
+				break;
+			}
+		}
+		if (found >= 0 && out[found] == NULL)
+		{
+			out[found] = obj->items[i];
+			continue;
+		}
+		if (found < 0 && ignore_unknown)
+			continue;
+		if (sp_code >= 0)
+			sp_error((SpErrorCode) sp_code,
+					 ("%s key \"%s\" in %s", found >= 0 ? "repeated" : "unknown", key, what),
+					 "The key \"%s\" is %s in %s.", key,
+					 found >= 0 ? "given more than once" : "not part of the contract", what);
+		ereport(ERROR,
+				(errcode(unknown_errcode),
+				 errmsg("%s key \"%s\" in %s", found >= 0 ? "repeated" : "unknown", key, what),
+				 errdetail("The key \"%s\" is %s in %s.", key,
+						   found >= 0 ? "given more than once" : "not part of the contract", what)));
+	}
+}
+
+/* Append ,"key": (the comma only after the first member). */
+void
+SpAppendKey(StringInfo buf, bool *first, const char *key)
+{
+	if (!*first)
+		appendStringInfoChar(buf, ',');
+	*first = false;
+	escape_json(buf, key);
+	appendStringInfoChar(buf, ':');
+}
+
+/* Append a JSON string literal. */
+void
+SpAppendString(StringInfo buf, const char *s)
+{
+	escape_json(buf, s);
+}
+
+/* Append an integer as a JSON number. */
+void
+SpAppendInt64(StringInfo buf, int64 v)
+{
+	appendStringInfo(buf, INT64_FORMAT, v);
+}
+
+/* Append a double in shortest round-trip form, which JSON.parse reads back exactly. */
+void
+SpAppendDouble(StringInfo buf, double v)
+{
+	char		tmp[DOUBLE_SHORTEST_DECIMAL_LEN];
+
+	if (v == 0)
+		v = 0;					/* JSON has no negative zero worth keeping */
+	double_to_shortest_decimal_buf(v, tmp);
+	appendStringInfoString(buf, tmp);
+}
+
+/* Return a built JSON text as a json datum. */
+Datum
+SpJsonResult(StringInfo buf)
+{
+	return PointerGetDatum(cstring_to_text_with_len(buf->data, buf->len));
+}

@@ -1,0 +1,396 @@
+/*
+ * runs.c
+ *
+ * The run store (persistence-stores.md section 2): createOrResume that never
+ * resurrects, key-presence-aware patches over every optional field including
+ * the four durable ones, and the thread and reclaim queries.
+ *
+ * Locking: createOrResume is insert-if-absent, then a fresh read, so two
+ * concurrent callers both return the winner's row. run_update locks the run
+ * row FOR UPDATE before its driverEpoch check, so the check and the write see
+ * the same epoch.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "common/int.h"
+#include "utils/builtins.h"
+
+#include "sandbox_persist.h"
+
+PG_FUNCTION_INFO_V1(run_create_or_resume);
+PG_FUNCTION_INFO_V1(run_update);
+PG_FUNCTION_INFO_V1(run_get);
+PG_FUNCTION_INFO_V1(run_find_active_run);
+PG_FUNCTION_INFO_V1(run_list_by_thread);
+PG_FUNCTION_INFO_V1(run_list_reclaimable);
+
+/* The columns RunAppendRecord reads, in its order. */
+#define RUN_COLUMNS \
+	"run_id, thread_id, status, started_at, finished_at, error::text, usage::text," \
+	" sandbox_key, detached_since, cancel_requested, driver_epoch"
+
+static SpQuery run_insert = {
+	"INSERT INTO sandbox_persist.runs (run_id, thread_id, status, started_at, changed_at)"
+	" VALUES ($1, $2, $3, $4, $5) ON CONFLICT (run_id) DO NOTHING",
+	5, {TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID}
+};
+
+static SpQuery run_select = {
+	"SELECT " RUN_COLUMNS " FROM sandbox_persist.runs WHERE run_id = $1",
+	1, {TEXTOID}
+};
+
+static SpQuery run_lock = {
+	"SELECT driver_epoch FROM sandbox_persist.runs WHERE run_id = $1 FOR UPDATE",
+	1, {TEXTOID}
+};
+
+/*
+ * One fixed statement serves every patch: bit i of $2 says whether field i is
+ * present; a present field with a NULL value clears the column.
+ */
+static SpQuery run_patch = {
+	"UPDATE sandbox_persist.runs SET"
+	" status = CASE WHEN $2 & 1 <> 0 THEN $3 ELSE status END,"
+	" finished_at = CASE WHEN $2 & 2 <> 0 THEN $4 ELSE finished_at END,"
+	" error = CASE WHEN $2 & 4 <> 0 THEN $5 ELSE error END,"
+	" usage = CASE WHEN $2 & 8 <> 0 THEN $6 ELSE usage END,"
+	" sandbox_key = CASE WHEN $2 & 16 <> 0 THEN $7 ELSE sandbox_key END,"
+	" detached_since = CASE WHEN $2 & 32 <> 0 THEN $8 ELSE detached_since END,"
+	" cancel_requested = CASE WHEN $2 & 64 <> 0 THEN $9 ELSE cancel_requested END,"
+	" driver_epoch = CASE WHEN $2 & 128 <> 0 THEN $10 ELSE driver_epoch END,"
+	" changed_at = $11"
+	" WHERE run_id = $1",
+	11, {TEXTOID, INT4OID, TEXTOID, INT8OID, JSONOID, JSONOID, TEXTOID, INT8OID,
+	BOOLOID, INT8OID, INT8OID}
+};
+
+static SpQuery run_active = {
+	"SELECT " RUN_COLUMNS " FROM sandbox_persist.runs"
+	" WHERE thread_id = $1 AND status = 'running'"
+	" ORDER BY started_at DESC, seq ASC LIMIT 1",
+	1, {TEXTOID}
+};
+
+static SpQuery run_by_thread = {
+	"SELECT " RUN_COLUMNS " FROM sandbox_persist.runs"
+	" WHERE thread_id = $1 ORDER BY started_at, seq",
+	1, {TEXTOID}
+};
+
+static SpQuery run_reclaimable = {
+	"SELECT " RUN_COLUMNS " FROM sandbox_persist.runs"
+	" WHERE status = 'running' AND detached_since IS NOT NULL AND detached_since <= $1"
+	" ORDER BY detached_since, seq",
+	1, {INT8OID}
+};
+
+/* Append the RunRecord of SPI result row `row`, omitting unset optionals. */
+static void
+RunAppendRecord(StringInfo buf, int row)
+{
+	bool		first = true;
+	char	   *s;
+	int64		v;
+	bool		b;
+
+	appendStringInfoChar(buf, '{');
+	SpAppendKey(buf, &first, "runId");
+	SpAppendString(buf, SpGetText(row, 1));
+	SpAppendKey(buf, &first, "threadId");
+	SpAppendString(buf, SpGetText(row, 2));
+	SpAppendKey(buf, &first, "status");
+	SpAppendString(buf, SpGetText(row, 3));
+	SpGetInt64(row, 4, &v);
+	SpAppendKey(buf, &first, "startedAt");
+	SpAppendInt64(buf, v);
+	if (SpGetInt64(row, 5, &v))
+	{
+		SpAppendKey(buf, &first, "finishedAt");
+		SpAppendInt64(buf, v);
+	}
+	/* error and usage are stored JSON, spliced verbatim */
+	if ((s = SpGetText(row, 6)) != NULL)
+	{
+		SpAppendKey(buf, &first, "error");
+		appendStringInfoString(buf, s);
+	}
+	if ((s = SpGetText(row, 7)) != NULL)
+	{
+		SpAppendKey(buf, &first, "usage");
+		appendStringInfoString(buf, s);
+	}
+	if ((s = SpGetText(row, 8)) != NULL)
+	{
+		SpAppendKey(buf, &first, "sandboxKey");
+		SpAppendString(buf, s);
+	}
+	if (SpGetInt64(row, 9, &v))
+	{
+		SpAppendKey(buf, &first, "detachedSince");
+		SpAppendInt64(buf, v);
+	}
+	if (SpGetBool(row, 10, &b))
+	{
+		SpAppendKey(buf, &first, "cancelRequested");
+		appendStringInfoString(buf, b ? "true" : "false");
+	}
+	if (SpGetInt64(row, 11, &v))
+	{
+		SpAppendKey(buf, &first, "driverEpoch");
+		SpAppendInt64(buf, v);
+	}
+	appendStringInfoChar(buf, '}');
+}
+
+/*
+ * Run a query whose rows are run records and return them as a JSON array, or
+ * as a single record (NULL when none) when `single` is set. Caller is inside
+ * SPI; the result is built in `outer`. A volatile caller passes read_only =
+ * false so the query sees its own earlier writes and concurrent commits.
+ */
+static Datum
+RunQueryResult(SpQuery *q, SpArgs *args, bool single, bool read_only,
+			   MemoryContext outer, bool *isnull)
+{
+	int			n = SpExec(q, args, read_only, single ? 1 : 0);
+	MemoryContext spi = MemoryContextSwitchTo(outer);
+	StringInfoData buf;
+
+	*isnull = false;
+	initStringInfo(&buf);
+	if (single)
+	{
+		if (n == 0)
+			*isnull = true;
+		else
+			RunAppendRecord(&buf, 0);
+	}
+	else
+	{
+		appendStringInfoChar(&buf, '[');
+		for (int i = 0; i < n; i++)
+		{
+			if (i > 0)
+				appendStringInfoChar(&buf, ',');
+			RunAppendRecord(&buf, i);
+		}
+		appendStringInfoChar(&buf, ']');
+	}
+	MemoryContextSwitchTo(spi);
+	return *isnull ? (Datum) 0 : SpJsonResult(&buf);
+}
+
+/* Look up runs by one text key and return a record or an array. */
+static Datum
+RunLookup(FunctionCallInfo fcinfo, SpQuery *q, const char *argname, bool single)
+{
+	char	   *id = CheckIdArg(fcinfo, 0, argname, SP_ID_MAX_BYTES);
+	MemoryContext outer = CurrentMemoryContext;
+	SpArgs		args;
+	Datum		result;
+	bool		isnull;
+
+	SPI_connect();
+	SpArgsInit(&args);
+	SpArgText(&args, id);
+	result = RunQueryResult(q, &args, single, true, outer, &isnull);
+	SPI_finish();
+	if (isnull)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(result);
+}
+
+/*
+ * run_create_or_resume(input json) -> json: insert {runId, threadId, startedAt,
+ * status ?? 'running'} unless the run exists; always return the stored record,
+ * never the input.
+ */
+Datum
+run_create_or_resume(PG_FUNCTION_ARGS)
+{
+	static const char *const names[] = {"runId", "threadId", "startedAt", "status"};
+	SpJson	   *in = CheckJsonObjectArg(fcinfo, 0, "input");
+	SpJson	   *f[lengthof(names)];
+	MemoryContext outer = CurrentMemoryContext;
+	char	   *run_id;
+	SpArgs		args;
+	Datum		result;
+	bool		isnull;
+
+	SpJsonMembers(in, names, lengthof(names), f, "a run createOrResume input", false,
+				  ERRCODE_INVALID_PARAMETER_VALUE, -1);
+	run_id = CheckIdJson(f[0], "runId", SP_ID_MAX_BYTES);
+	SpArgsInit(&args);
+	SpArgText(&args, run_id);
+	SpArgText(&args, CheckIdJson(f[1], "threadId", SP_ID_MAX_BYTES));
+	SpArgText(&args, f[3] == NULL ? "running" : CheckRunStatusJson(f[3], "status"));
+	SpArgInt64(&args, CheckIntJson(f[2], "startedAt", -SP_MAX_SAFE_INTEGER));
+	SpArgInt64(&args, SpNowMs(fcinfo, -1));
+
+	SPI_connect();
+	SpExec(&run_insert, &args, false, 0);
+	/* A new statement sees the winner of a concurrent insert. */
+	SpArgsInit(&args);
+	SpArgText(&args, run_id);
+	result = RunQueryResult(&run_select, &args, true, false, outer, &isnull);
+	SPI_finish();
+	if (isnull)					/* deleted between the two statements */
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(result);
+}
+
+/*
+ * run_update(run_id text, patch json) -> boolean: apply a key-presence-aware
+ * patch; false (and nothing written) when the run does not exist.
+ */
+Datum
+run_update(PG_FUNCTION_ARGS)
+{
+	static const char *const names[] = {
+		"status", "finishedAt", "error", "usage", "sandboxKey", "detachedSince",
+		"cancelRequested", "driverEpoch"
+	};
+	char	   *run_id = CheckIdArg(fcinfo, 0, "run_id", SP_ID_MAX_BYTES);
+	SpJson	   *patch = CheckJsonObjectArg(fcinfo, 1, "patch");
+	SpJson	   *f[lengthof(names)];
+	int32		mask = 0;
+	bool		has_epoch = false;
+	int64		new_epoch = 0;
+	int64		old_epoch;
+	SpArgs		args;
+	bool		exists;
+
+	SpJsonMembers(patch, names, lengthof(names), f, "a run patch", false,
+				  ERRCODE_INVALID_PARAMETER_VALUE, -1);
+	for (int i = 0; i < lengthof(names); i++)
+		if (f[i] != NULL)
+			mask |= 1 << i;
+
+	SpArgsInit(&args);
+	SpArgText(&args, run_id);
+	SpArgDatum(&args, Int32GetDatum(mask));
+	/* status: present-with-null is an error, never a clear */
+	if (f[0] != NULL && f[0]->kind == SPJ_NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("status cannot be cleared"),
+				 errdetail("A run always has a status; omit the key to leave it unchanged.")));
+	SpArgText(&args, f[0] ? CheckRunStatusJson(f[0], "status") : NULL);
+	/* finishedAt */
+	if (f[1] == NULL || f[1]->kind == SPJ_NULL)
+		SpArgNull(&args);
+	else
+		SpArgInt64(&args, CheckIntJson(f[1], "finishedAt", -SP_MAX_SAFE_INTEGER));
+	/* error and usage: shape-checked, stored verbatim */
+	if (f[2] == NULL || f[2]->kind == SPJ_NULL)
+		SpArgNull(&args);
+	else
+	{
+		CheckRunErrorJson(f[2], "error");
+		SpArgTextLen(&args, f[2]->raw, f[2]->rawlen);
+	}
+	if (f[3] == NULL || f[3]->kind == SPJ_NULL)
+		SpArgNull(&args);
+	else
+	{
+		CheckObjectJson(f[3], "usage");
+		SpArgTextLen(&args, f[3]->raw, f[3]->rawlen);
+	}
+	SpArgText(&args, CheckOptStringJson(f[4], "sandboxKey"));
+	if (f[5] == NULL || f[5]->kind == SPJ_NULL)
+		SpArgNull(&args);
+	else
+		SpArgInt64(&args, CheckIntJson(f[5], "detachedSince", -SP_MAX_SAFE_INTEGER));
+	if (f[6] == NULL || f[6]->kind == SPJ_NULL)
+		SpArgNull(&args);
+	else if (f[6]->kind != SPJ_BOOL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cancelRequested must be a boolean"),
+				 errdetail("A JSON %s was given.", SpJsonKindName(f[6]->kind))));
+	else
+		SpArgBool(&args, f[6]->boolval);
+	if (f[7] == NULL || f[7]->kind == SPJ_NULL)
+		SpArgNull(&args);
+	else
+	{
+		has_epoch = true;
+		new_epoch = CheckIntJson(f[7], "driverEpoch", 0);
+		SpArgInt64(&args, new_epoch);
+	}
+	SpArgInt64(&args, SpNowMs(fcinfo, -1));
+
+	SPI_connect();
+	{
+		SpArgs		key;
+
+		SpArgsInit(&key);
+		SpArgText(&key, run_id);
+		exists = SpExec(&run_lock, &key, false, 1) == 1;
+	}
+	if (exists && has_epoch && SpGetInt64(0, 1, &old_epoch) && new_epoch <= old_epoch)
+		sp_error(SP_RUN_EPOCH_NOT_INCREASING,
+				 ("driverEpoch must increase"),
+				 "Run \"%s\" is at driverEpoch " INT64_FORMAT "; " INT64_FORMAT " is not greater.",
+				 run_id, old_epoch, new_epoch);
+	if (exists && mask != 0)
+		SpExec(&run_patch, &args, false, 0);
+	SPI_finish();
+	PG_RETURN_BOOL(exists);
+}
+
+/* run_get(run_id text) -> json: the record, or NULL. */
+Datum
+run_get(PG_FUNCTION_ARGS)
+{
+	return RunLookup(fcinfo, &run_select, "run_id", true);
+}
+
+/* run_find_active_run(thread_id text) -> json: newest running run, earliest inserted on ties. */
+Datum
+run_find_active_run(PG_FUNCTION_ARGS)
+{
+	return RunLookup(fcinfo, &run_active, "thread_id", true);
+}
+
+/* run_list_by_thread(thread_id text) -> json: every run, startedAt ascending, insertion order on ties. */
+Datum
+run_list_by_thread(PG_FUNCTION_ARGS)
+{
+	return RunLookup(fcinfo, &run_by_thread, "thread_id", false);
+}
+
+/*
+ * run_list_reclaimable(caller_now_ms, ttl_ms) -> json: running runs detached
+ * at or before caller_now_ms - ttl_ms, oldest detachment first. The caller's
+ * clock is the contract's argument, so it is never gated.
+ */
+Datum
+run_list_reclaimable(PG_FUNCTION_ARGS)
+{
+	MemoryContext outer = CurrentMemoryContext;
+	int64		cutoff;
+	SpArgs		args;
+	Datum		result;
+	bool		isnull;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", PG_ARGISNULL(0) ? "caller_now_ms" : "ttl_ms"),
+				 errdetail("The value is required.")));
+	if (pg_sub_s64_overflow(PG_GETARG_INT64(0), PG_GETARG_INT64(1), &cutoff))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("caller_now_ms - ttl_ms is out of range"),
+				 errdetail("The cutoff " INT64_FORMAT " - " INT64_FORMAT " overflows bigint.",
+						   PG_GETARG_INT64(0), PG_GETARG_INT64(1))));
+	SPI_connect();
+	SpArgsInit(&args);
+	SpArgInt64(&args, cutoff);
+	result = RunQueryResult(&run_reclaimable, &args, false, true, outer, &isnull);
+	SPI_finish();
+	PG_RETURN_DATUM(result);
+}

@@ -1,0 +1,144 @@
+/*
+ * sandbox_persist.h
+ *
+ * Declarations shared by every module of the extension: settings, the clock,
+ * the JSON walker, validators, the SPI plan cache and output helpers.
+ * Nothing here takes locks; each store module states its own locking rule.
+ */
+#ifndef SANDBOX_PERSIST_H
+#define SANDBOX_PERSIST_H
+
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+
+#include "errors.h"
+
+/* Largest integer a JavaScript number represents exactly: 2^53 - 1. */
+#define SP_MAX_SAFE_INTEGER INT64CONST(9007199254740991)
+
+/* Identifier byte limits (sql-api.md section 1). */
+#define SP_ID_MAX_BYTES 1024
+#define SP_KEY_MAX_BYTES 2048
+
+/* ---- settings (sandbox_persist.c) ---- */
+extern bool sp_allow_client_clock;
+extern bool sp_allow_test_reset;
+extern int	sp_writer_lease_ms;
+
+/* Current time in epoch milliseconds, honouring an injected clock when allowed. */
+extern int64 SpNowMs(FunctionCallInfo fcinfo, int now_argno);
+
+/* ---- JSON walker (json_io.c) ---- */
+typedef enum SpJsonKind
+{
+	SPJ_NULL,
+	SPJ_BOOL,
+	SPJ_NUMBER,
+	SPJ_STRING,
+	SPJ_ARRAY,
+	SPJ_OBJECT
+} SpJsonKind;
+
+typedef struct SpJson
+{
+	SpJsonKind	kind;
+	const char *raw;			/* exact source text of the value */
+	int			rawlen;
+	bool		boolval;
+	int			count;			/* members of an array or object */
+	struct SpJson **items;		/* array elements or object values */
+	const char **keys;			/* object member names (raw, undecoded) */
+	int		   *keylens;
+} SpJson;
+
+/* Outcome of decoding a JSON string into UTF-8. */
+typedef enum SpStringStatus
+{
+	SPS_OK,
+	SPS_NUL,					/* contains U+0000 */
+	SPS_LONE_SURROGATE			/* contains an unpaired surrogate escape */
+} SpStringStatus;
+
+/* Outcome of reading a JSON number as a safe integer. */
+typedef enum SpIntStatus
+{
+	SPI_OK,
+	SPI_NOT_INTEGRAL,
+	SPI_OUT_OF_RANGE
+} SpIntStatus;
+
+extern SpJson *SpJsonParse(const char *text, int len);
+extern SpJson *SpJsonParseText(text *t);
+extern SpStringStatus SpJsonDecodeString(const char *raw, int rawlen, char **out, int *outlen);
+extern SpIntStatus SpJsonGetInt(const SpJson *node, int64 *out);
+extern bool SpJsonGetDouble(const SpJson *node, double *out);
+extern const char *SpJsonKindName(SpJsonKind kind);
+extern char *SpJsonKeyName(const SpJson *obj, int i);
+
+/*
+ * Strict member lookup: out[i] receives the value of member names[i], or NULL
+ * when absent. An unknown or repeated member raises an error with
+ * unknown_errcode (or is skipped when ignore_unknown is set).
+ */
+extern void SpJsonMembers(const SpJson *obj, const char *const *names, int nnames,
+						  SpJson **out, const char *what, bool ignore_unknown,
+						  int unknown_errcode, int sp_code);
+
+/* ---- output (json_io.c) ---- */
+extern void SpAppendKey(StringInfo buf, bool *first, const char *key);
+extern void SpAppendString(StringInfo buf, const char *s);
+extern void SpAppendInt64(StringInfo buf, int64 v);
+extern void SpAppendDouble(StringInfo buf, double v);
+extern Datum SpJsonResult(StringInfo buf);
+
+/* ---- validation (validate.c) ---- */
+extern char *CheckIdArg(FunctionCallInfo fcinfo, int argno, const char *name, int maxbytes);
+extern SpJson *CheckJsonArg(FunctionCallInfo fcinfo, int argno, const char *name);
+extern SpJson *CheckJsonObjectArg(FunctionCallInfo fcinfo, int argno, const char *name);
+extern char *CheckIdJson(const SpJson *node, const char *field, int maxbytes);
+extern char *CheckOptStringJson(const SpJson *node, const char *field);
+extern char *CheckStringJson(const SpJson *node, const char *field);
+extern int64 CheckIntJson(const SpJson *node, const char *field, int64 minval);
+extern const char *CheckRunStatusJson(const SpJson *node, const char *field);
+extern void CheckRunErrorJson(const SpJson *node, const char *field);
+extern void CheckObjectJson(const SpJson *node, const char *field);
+extern void CheckJsonAllowed(const SpJson *node, const char *field);
+
+/* ---- SPI helpers (spi_util.c) ---- */
+#define SP_MAX_ARGS 12
+
+typedef struct SpQuery
+{
+	const char *sql;
+	int			nargs;
+	Oid			argtypes[SP_MAX_ARGS];
+	SPIPlanPtr	plan;			/* prepared and kept on first use */
+} SpQuery;
+
+typedef struct SpArgs
+{
+	int			n;
+	Datum		values[SP_MAX_ARGS];
+	char		nulls[SP_MAX_ARGS];
+} SpArgs;
+
+extern void SpArgsInit(SpArgs *args);
+extern void SpArgText(SpArgs *args, const char *s);
+extern void SpArgTextLen(SpArgs *args, const char *s, int len);
+extern void SpArgInt64(SpArgs *args, int64 v);
+extern void SpArgFloat8(SpArgs *args, double v);
+extern void SpArgBool(SpArgs *args, bool v);
+extern void SpArgNull(SpArgs *args);
+extern void SpArgDatum(SpArgs *args, Datum d);
+extern int	SpExec(SpQuery *q, SpArgs *args, bool read_only, long tcount);
+
+extern char *SpGetText(int row, int col);
+extern bool SpGetInt64(int row, int col, int64 *out);
+extern bool SpGetFloat8(int row, int col, double *out);
+extern bool SpGetBool(int row, int col, bool *out);
+extern bool SpIsNull(int row, int col);
+
+#endif							/* SANDBOX_PERSIST_H */

@@ -1,0 +1,179 @@
+/*
+ * spi_util.c
+ *
+ * Thin SPI helpers: each statement is a static SpQuery whose plan is prepared
+ * on first use and kept for the life of the backend (SPI_keepplan), plus
+ * argument builders and typed accessors for the current SPI result. Callers
+ * own SPI_connect/SPI_finish and copy what they need out of SPI_tuptable
+ * before finishing. Locking is whatever the statement itself says.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+
+#include "sandbox_persist.h"
+
+/* Start an empty argument list. */
+void
+SpArgsInit(SpArgs *args)
+{
+	args->n = 0;
+}
+
+/* Append one argument slot. */
+static void
+SpArgPush(SpArgs *args, Datum d, bool isnull)
+{
+	if (args->n >= SP_MAX_ARGS)
+		elog(ERROR, "too many SPI arguments");
+	args->values[args->n] = d;
+	args->nulls[args->n] = isnull ? 'n' : ' ';
+	args->n++;
+}
+
+/* Append a text argument (NULL pointer = SQL NULL). */
+void
+SpArgText(SpArgs *args, const char *s)
+{
+	if (s == NULL)
+		SpArgPush(args, (Datum) 0, true);
+	else
+		SpArgPush(args, CStringGetTextDatum(s), false);
+}
+
+/* Append a text (or json) argument from a byte span. */
+void
+SpArgTextLen(SpArgs *args, const char *s, int len)
+{
+	SpArgPush(args, PointerGetDatum(cstring_to_text_with_len(s, len)), false);
+}
+
+/* Append a bigint argument. */
+void
+SpArgInt64(SpArgs *args, int64 v)
+{
+	SpArgPush(args, Int64GetDatum(v), false);
+}
+
+/* Append a double precision argument. */
+void
+SpArgFloat8(SpArgs *args, double v)
+{
+	SpArgPush(args, Float8GetDatum(v), false);
+}
+
+/* Append a boolean argument. */
+void
+SpArgBool(SpArgs *args, bool v)
+{
+	SpArgPush(args, BoolGetDatum(v), false);
+}
+
+/* Append a SQL NULL argument. */
+void
+SpArgNull(SpArgs *args)
+{
+	SpArgPush(args, (Datum) 0, true);
+}
+
+/* Append a ready-made datum. */
+void
+SpArgDatum(SpArgs *args, Datum d)
+{
+	SpArgPush(args, d, false);
+}
+
+/* Execute a cached statement; returns SPI_processed. Errors propagate. */
+int
+SpExec(SpQuery *q, SpArgs *args, bool read_only, long tcount)
+{
+	int			rc;
+
+	if (q->plan == NULL)
+	{
+		SPIPlanPtr	plan = SPI_prepare(q->sql, q->nargs, q->argtypes);
+
+		if (plan == NULL)
+			elog(ERROR, "SPI_prepare failed for \"%s\": %s",
+				 q->sql, SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "SPI_keepplan failed");
+		q->plan = plan;
+	}
+	if (args->n != q->nargs)
+		elog(ERROR, "statement expects %d arguments, got %d", q->nargs, args->n);
+	rc = SPI_execute_plan(q->plan, args->values, args->nulls, read_only, tcount);
+	if (rc < 0)
+		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
+	return (int) SPI_processed;
+}
+
+/* Binary datum of a result column; sets *isnull. */
+static Datum
+SpGetDatum(int row, int col, bool *isnull)
+{
+	return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull);
+}
+
+/* True when a result column is NULL. */
+bool
+SpIsNull(int row, int col)
+{
+	bool		isnull;
+
+	SpGetDatum(row, col, &isnull);
+	return isnull;
+}
+
+/*
+ * A text-like result column (text, json, uuid via ::text) as a C string in
+ * the caller's memory context; NULL for SQL NULL. Copy it out before
+ * SPI_finish by allocating with SPI_palloc or reading it in the upper context.
+ */
+char *
+SpGetText(int row, int col)
+{
+	bool		isnull;
+	Datum		d = SpGetDatum(row, col, &isnull);
+
+	if (isnull)
+		return NULL;
+	return TextDatumGetCString(d);
+}
+
+/* A bigint result column; false for SQL NULL. */
+bool
+SpGetInt64(int row, int col, int64 *out)
+{
+	bool		isnull;
+	Datum		d = SpGetDatum(row, col, &isnull);
+
+	if (!isnull)
+		*out = DatumGetInt64(d);
+	return !isnull;
+}
+
+/* A double precision result column; false for SQL NULL. */
+bool
+SpGetFloat8(int row, int col, double *out)
+{
+	bool		isnull;
+	Datum		d = SpGetDatum(row, col, &isnull);
+
+	if (!isnull)
+		*out = DatumGetFloat8(d);
+	return !isnull;
+}
+
+/* A boolean result column; false for SQL NULL. */
+bool
+SpGetBool(int row, int col, bool *out)
+{
+	bool		isnull;
+	Datum		d = SpGetDatum(row, col, &isnull);
+
+	if (!isnull)
+		*out = DatumGetBool(d);
+	return !isnull;
+}

@@ -1,0 +1,230 @@
+/*
+ * validate.c
+ *
+ * Check* helpers for the plain stores (instances, runs, messages and those
+ * added later): each reads one argument or JSON field and raises the precise
+ * standard SQLSTATE of sql-api.md section 4.3 when it is wrong. Checkpoint
+ * inputs have their own rules and codes (checkpoints.c). No locking.
+ */
+#include "postgres.h"
+
+#include "utils/builtins.h"
+
+#include "sandbox_persist.h"
+
+/* Raise 22004 for a missing required value. */
+static void
+CheckRaiseNull(const char *field)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+			 errmsg("%s must not be null", field),
+			 errdetail("The value is required.")));
+}
+
+/* Raise 22023 for a JSON value of the wrong type. */
+static void
+CheckRaiseType(const SpJson *node, const char *field, const char *expected)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("%s must be %s", field, expected),
+			 errdetail("A JSON %s was given.", SpJsonKindName(node->kind))));
+}
+
+/* Apply the identifier rules shared by text arguments and JSON ids. */
+static void
+CheckIdBytes(const char *s, int len, const char *field, int maxbytes)
+{
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be empty", field),
+				 errdetail("Identifiers are non-empty strings.")));
+	if (len > maxbytes)
+		ereport(ERROR,
+				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+				 errmsg("%s is too long", field),
+				 errdetail("It has %d UTF-8 bytes; the limit is %d.", len, maxbytes)));
+}
+
+/* Read a required identifier argument of type text. */
+char *
+CheckIdArg(FunctionCallInfo fcinfo, int argno, const char *name, int maxbytes)
+{
+	text	   *t;
+
+	if (PG_ARGISNULL(argno))
+		CheckRaiseNull(name);
+	t = PG_GETARG_TEXT_PP(argno);
+	CheckIdBytes(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), name, maxbytes);
+	return text_to_cstring(t);
+}
+
+/* Read a required json argument into a tree. */
+SpJson *
+CheckJsonArg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		CheckRaiseNull(name);
+	return SpJsonParseText(PG_GETARG_TEXT_PP(argno));
+}
+
+/* Read a required json argument that must be an object. */
+SpJson *
+CheckJsonObjectArg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	SpJson	   *node = CheckJsonArg(fcinfo, argno, name);
+
+	if (node->kind != SPJ_OBJECT)
+		CheckRaiseType(node, name, "a JSON object");
+	return node;
+}
+
+/* Decode a string node, refusing U+0000 and unpaired surrogates with 22021. */
+static char *
+CheckDecode(const SpJson *node, const char *field, int *len)
+{
+	char	   *s;
+	SpStringStatus st = SpJsonDecodeString(node->raw, node->rawlen, &s, len);
+
+	if (st != SPS_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
+				 errmsg("%s contains %s", field,
+						st == SPS_NUL ? "U+0000" : "an unpaired surrogate"),
+				 errdetail("Structural strings must be well-formed text without U+0000.")));
+	return s;
+}
+
+/* Read a required identifier field of a JSON record. */
+char *
+CheckIdJson(const SpJson *node, const char *field, int maxbytes)
+{
+	char	   *s;
+	int			len;
+
+	if (node == NULL || node->kind == SPJ_NULL)
+		CheckRaiseNull(field);
+	if (node->kind != SPJ_STRING)
+		CheckRaiseType(node, field, "a string");
+	s = CheckDecode(node, field, &len);
+	CheckIdBytes(s, len, field, maxbytes);
+	return s;
+}
+
+/* Read a required string field (any content but U+0000 and lone surrogates). */
+char *
+CheckStringJson(const SpJson *node, const char *field)
+{
+	int			len;
+
+	if (node == NULL || node->kind == SPJ_NULL)
+		CheckRaiseNull(field);
+	if (node->kind != SPJ_STRING)
+		CheckRaiseType(node, field, "a string");
+	return CheckDecode(node, field, &len);
+}
+
+/* Read an optional string field: NULL when absent or JSON null. */
+char *
+CheckOptStringJson(const SpJson *node, const char *field)
+{
+	if (node == NULL || node->kind == SPJ_NULL)
+		return NULL;
+	return CheckStringJson(node, field);
+}
+
+/* Read a required integral number within +/-(2^53 - 1) and >= minval. */
+int64
+CheckIntJson(const SpJson *node, const char *field, int64 minval)
+{
+	int64		v = 0;
+
+	if (node == NULL || node->kind == SPJ_NULL)
+		CheckRaiseNull(field);
+	if (node->kind != SPJ_NUMBER)
+		CheckRaiseType(node, field, "a number");
+	switch (SpJsonGetInt(node, &v))
+	{
+		case SPI_NOT_INTEGRAL:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("%s must be an integer", field),
+					 errdetail("The value %.*s has a fractional part; it is never rounded.",
+							   node->rawlen, node->raw)));
+			break;
+		case SPI_OUT_OF_RANGE:
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("%s is out of range", field),
+					 errdetail("The value %.*s is beyond +/-(2^53 - 1).",
+							   node->rawlen, node->raw)));
+			break;
+		case SPI_OK:
+			break;
+	}
+	if (v < minval)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("%s is out of range", field),
+				 errdetail("The value " INT64_FORMAT " is below " INT64_FORMAT ".", v, minval)));
+	return v;
+}
+
+/* Read a required run status: one of the five RunStatus values. */
+const char *
+CheckRunStatusJson(const SpJson *node, const char *field)
+{
+	static const char *const statuses[] = {
+		"running", "interrupted", "completed", "failed", "aborted"
+	};
+	char	   *s = CheckStringJson(node, field);
+
+	for (int i = 0; i < lengthof(statuses); i++)
+		if (strcmp(s, statuses[i]) == 0)
+			return statuses[i];
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unknown run status \"%s\"", s),
+			 errdetail("A run status is one of running, interrupted, completed, failed, aborted.")));
+	return NULL;				/* keep the compiler quiet */
+}
+
+/* Check a run error: an object {message: string, code?: string} and nothing else. */
+void
+CheckRunErrorJson(const SpJson *node, const char *field)
+{
+	static const char *const names[] = {"message", "code"};
+	SpJson	   *m[2];
+
+	if (node->kind != SPJ_OBJECT)
+		CheckRaiseType(node, field, "an object {message, code?}");
+	SpJsonMembers(node, names, 2, m, field, false, ERRCODE_INVALID_PARAMETER_VALUE, -1);
+	if (m[0] == NULL || m[0]->kind != SPJ_STRING)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s.message must be a string", field),
+				 errdetail("A run error is {message: string, code?: string}.")));
+	if (m[1] != NULL && m[1]->kind != SPJ_STRING)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s.code must be a string", field),
+				 errdetail("A run error is {message: string, code?: string}.")));
+}
+
+/* Check that a field holds a JSON object (its content stays opaque). */
+void
+CheckObjectJson(const SpJson *node, const char *field)
+{
+	if (node->kind != SPJ_OBJECT)
+		CheckRaiseType(node, field, "an object");
+}
+
+/* Check that an optional-but-required-if-present value is not SQL-absent. */
+void
+CheckJsonAllowed(const SpJson *node, const char *field)
+{
+	if (node == NULL)
+		CheckRaiseNull(field);
+}

@@ -13,7 +13,11 @@ OBJS = \
 	src/admin.o \
 	src/instances.o \
 	src/runs.o \
-	src/messages.o
+	src/messages.o \
+	src/checkpoints.o \
+	src/checkpoint_entries.o \
+	src/leases.o \
+	src/fork.o
 
 DATA = $(wildcard sql/sandbox_persist--*.sql)
 

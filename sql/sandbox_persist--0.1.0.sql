@@ -147,6 +147,31 @@ CREATE FUNCTION message_load_thread(thread_id text) RETURNS json
 CREATE FUNCTION message_save_thread(thread_id text, messages json) RETURNS void
     AS 'MODULE_PATHNAME', 'message_save_thread' LANGUAGE C VOLATILE;
 
+-- checkpoints, writer leases and fork
+CREATE FUNCTION checkpoint_acquire_writer(thread_id text, lease_ms bigint DEFAULT NULL,
+                                          now_ms bigint DEFAULT NULL) RETURNS json
+    AS 'MODULE_PATHNAME', 'checkpoint_acquire_writer' LANGUAGE C VOLATILE;
+CREATE FUNCTION checkpoint_renew_writer(writer json, lease_ms bigint DEFAULT NULL,
+                                        now_ms bigint DEFAULT NULL) RETURNS json
+    AS 'MODULE_PATHNAME', 'checkpoint_renew_writer' LANGUAGE C VOLATILE;
+CREATE FUNCTION checkpoint_release_writer(writer json) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'checkpoint_release_writer' LANGUAGE C VOLATILE;
+CREATE FUNCTION checkpoint_append(input json, conversation json,
+                                  now_ms bigint DEFAULT NULL) RETURNS json
+    AS 'MODULE_PATHNAME', 'checkpoint_append' LANGUAGE C VOLATILE;
+CREATE FUNCTION checkpoint_delete_head(input json, now_ms bigint DEFAULT NULL) RETURNS void
+    AS 'MODULE_PATHNAME', 'checkpoint_delete_head' LANGUAGE C VOLATILE;
+CREATE FUNCTION checkpoint_get(checkpoint_id text) RETURNS json
+    AS 'MODULE_PATHNAME', 'checkpoint_get' LANGUAGE C STABLE;
+CREATE FUNCTION checkpoint_list(thread_id text) RETURNS json
+    AS 'MODULE_PATHNAME', 'checkpoint_list' LANGUAGE C STABLE;
+CREATE FUNCTION checkpoint_get_head(thread_id text) RETURNS text
+    AS 'MODULE_PATHNAME', 'checkpoint_get_head' LANGUAGE C STABLE;
+CREATE FUNCTION checkpoint_list_blob_references() RETURNS json
+    AS 'MODULE_PATHNAME', 'checkpoint_list_blob_references' LANGUAGE C STABLE;
+CREATE FUNCTION checkpoint_fork_from_checkpoint(input json, now_ms bigint DEFAULT NULL) RETURNS json
+    AS 'MODULE_PATHNAME', 'checkpoint_fork_from_checkpoint' LANGUAGE C VOLATILE;
+
 -- administration
 CREATE FUNCTION _reset_for_tests() RETURNS void
     AS 'MODULE_PATHNAME', '_reset_for_tests' LANGUAGE C VOLATILE;

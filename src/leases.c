@@ -1,0 +1,184 @@
+/*
+ * leases.c
+ *
+ * Checkpoint writer leases (checkpoints.md section 6): one per thread,
+ * acquired without waiting, renewed only while current, released only by the
+ * same owner token and fence. The fence lives on the thread's row and grows
+ * by one on every acquisition, forever; release never resets it.
+ *
+ * Locking: every function works on the thread's checkpoint_threads row only.
+ * Acquire is a single INSERT ... ON CONFLICT DO UPDATE that takes over only a
+ * missing or expired lease, so two acquirers serialise on the row and exactly
+ * one wins. At now == expiresAt a lease is expired.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "common/int.h"
+#include "utils/builtins.h"
+
+#include "sandbox_persist.h"
+#include "checkpoints.h"
+
+PG_FUNCTION_INFO_V1(checkpoint_acquire_writer);
+PG_FUNCTION_INFO_V1(checkpoint_renew_writer);
+PG_FUNCTION_INFO_V1(checkpoint_release_writer);
+
+static SpQuery lease_acquire = {
+	"INSERT INTO sandbox_persist.checkpoint_threads AS t"
+	" (thread_id, fence, owner_token, lease_expires_at)"
+	" VALUES ($1, 1, pg_catalog.gen_random_uuid(), $3)"
+	" ON CONFLICT (thread_id) DO UPDATE SET fence = t.fence + 1,"
+	" owner_token = EXCLUDED.owner_token, lease_expires_at = EXCLUDED.lease_expires_at"
+	" WHERE t.owner_token IS NULL OR t.lease_expires_at <= $2"
+	" RETURNING fence, owner_token::text",
+	3, {TEXTOID, INT8OID, INT8OID}
+};
+
+static SpQuery lease_renew = {
+	"UPDATE sandbox_persist.checkpoint_threads SET lease_expires_at = $2 WHERE thread_id = $1",
+	2, {TEXTOID, INT8OID}
+};
+
+static SpQuery lease_release = {
+	"UPDATE sandbox_persist.checkpoint_threads SET owner_token = NULL, lease_expires_at = NULL"
+	" WHERE thread_id = $1 AND owner_token::text = $2 AND fence = $3",
+	3, {TEXTOID, TEXTOID, INT8OID}
+};
+
+/* The lease duration: argument argno, or the setting when NULL; must be > 0. */
+int64
+CkptLeaseMs(FunctionCallInfo fcinfo, int argno)
+{
+	int64		lease_ms;
+
+	if (PG_ARGISNULL(argno))
+		return sp_writer_lease_ms;
+	lease_ms = PG_GETARG_INT64(argno);
+	if (lease_ms <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease_ms must be greater than zero"),
+				 errdetail("A lease of " INT64_FORMAT " ms was requested.", lease_ms)));
+	return lease_ms;
+}
+
+/* now + lease_ms, refusing overflow. */
+static int64
+LeaseExpiry(int64 now, int64 lease_ms)
+{
+	int64		expires;
+
+	if (pg_add_s64_overflow(now, lease_ms, &expires))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("lease expiry is out of range"),
+				 errdetail("now + lease_ms overflows bigint.")));
+	return expires;
+}
+
+/*
+ * checkpoint_acquire_writer(thread_id text, lease_ms bigint, now_ms bigint)
+ * -> json {threadId, ownerToken, fence, expiresAt}. Never waits: an unexpired
+ * lease is WRITER_CONFLICT; an expired one is taken over.
+ */
+Datum
+checkpoint_acquire_writer(PG_FUNCTION_ARGS)
+{
+	char	   *thread_id = CkptCheckIdArg(fcinfo, 0, "thread_id");
+	int64		lease_ms = CkptLeaseMs(fcinfo, 1);
+	int64		now = SpNowMs(fcinfo, 2);
+	int64		expires = LeaseExpiry(now, lease_ms);
+	MemoryContext outer = CurrentMemoryContext;
+	MemoryContext spi;
+	StringInfoData buf;
+	SpArgs		args;
+	int64		fence = 0;
+	bool		first = true;
+
+	SPI_connect();
+	SpArgsInit(&args);
+	SpArgText(&args, thread_id);
+	SpArgInt64(&args, now);
+	SpArgInt64(&args, expires);
+	if (SpExec(&lease_acquire, &args, false, 0) != 1)
+		sp_error(SP_SNAPSHOT_WRITER_CONFLICT,
+				 ("checkpoint writer lease is held"),
+				 "Thread \"%s\" has an unexpired writer lease.", thread_id);
+	spi = MemoryContextSwitchTo(outer);
+	SpGetInt64(0, 1, &fence);
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	SpAppendKey(&buf, &first, "threadId");
+	SpAppendString(&buf, thread_id);
+	SpAppendKey(&buf, &first, "ownerToken");
+	SpAppendString(&buf, SpGetText(0, 2));
+	SpAppendKey(&buf, &first, "fence");
+	SpAppendInt64(&buf, fence);
+	SpAppendKey(&buf, &first, "expiresAt");
+	SpAppendInt64(&buf, expires);
+	appendStringInfoChar(&buf, '}');
+	MemoryContextSwitchTo(spi);
+	SPI_finish();
+	PG_RETURN_DATUM(SpJsonResult(&buf));
+}
+
+/*
+ * checkpoint_renew_writer(writer json, lease_ms bigint, now_ms bigint) ->
+ * json {expiresAt}: extend a current lease to now + lease_ms; an expired
+ * lease cannot be revived (WRITER_LOST).
+ */
+Datum
+checkpoint_renew_writer(PG_FUNCTION_ARGS)
+{
+	SpJson	   *writer_json = CkptInputArg(fcinfo, 0, "writer");
+	char	   *thread_id = CkptReadWriterThread(writer_json);
+	int64		lease_ms = CkptLeaseMs(fcinfo, 1);
+	int64		now = SpNowMs(fcinfo, 2);
+	int64		expires = LeaseExpiry(now, lease_ms);
+	CkptWriter	writer;
+	CkptThread	thread;
+	SpArgs		args;
+	StringInfoData buf;
+
+	CkptReadWriterLease(writer_json, &writer);
+	SPI_connect();
+	CkptLockThread(thread_id, &thread);
+	CkptRequireLease(&thread, &writer, thread_id, now);
+	SpArgsInit(&args);
+	SpArgText(&args, thread_id);
+	SpArgInt64(&args, expires);
+	SpExec(&lease_renew, &args, false, 0);
+	SPI_finish();
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "{\"expiresAt\":" INT64_FORMAT "}", expires);
+	PG_RETURN_DATUM(SpJsonResult(&buf));
+}
+
+/*
+ * checkpoint_release_writer(writer json) -> boolean: clear the lease only if
+ * token and fence both match; otherwise a silent no-op (false). Expiry is
+ * ignored and the fence is never touched.
+ */
+Datum
+checkpoint_release_writer(PG_FUNCTION_ARGS)
+{
+	SpJson	   *writer_json = CkptInputArg(fcinfo, 0, "writer");
+	char	   *thread_id = CkptReadWriterThread(writer_json);
+	CkptWriter	writer;
+	SpArgs		args;
+	int			n;
+
+	CkptReadWriterLease(writer_json, &writer);
+	if (writer.owner_token == NULL || !writer.fence_ok)
+		PG_RETURN_BOOL(false);
+	SPI_connect();
+	SpArgsInit(&args);
+	SpArgText(&args, thread_id);
+	SpArgText(&args, writer.owner_token);
+	SpArgInt64(&args, writer.fence);
+	n = SpExec(&lease_release, &args, false, 0);
+	SPI_finish();
+	PG_RETURN_BOOL(n > 0);
+}

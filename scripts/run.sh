@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# make run: install what is missing, build, install, start a throwaway cluster
+# with pg_cron, create the extension and walk through every store. The cluster
+# keeps running afterwards; `make stop` ends it, and a second `make run`
+# replaces it.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+
+# shellcheck disable=SC1091
+. scripts/setup.sh
+
+psql -X -q -v ON_ERROR_STOP=1 -f scripts/walkthrough.sql
+
+cat <<EOF_HELP
+
+sandbox_persist is running in a throwaway cluster.
+Connect with:
+    $(bash scripts/cluster.sh env)
+    psql
+Stop it with: make stop
+EOF_HELP

@@ -97,6 +97,10 @@ CREATE TABLE checkpoint_blob_refs (
 );
 CREATE INDEX checkpoint_blob_refs_key ON checkpoint_blob_refs (blob_key);
 
+-- @chat-stores-tables (interrupts, metadata, generation runs, artifacts)
+
+-- @blob-tables
+
 -- The registry of thread-owned state that blocks a fork destination. A store
 -- that keeps rows per thread adds a branch here (row existence, not content).
 -- Lease rows, metadata, blobs and instance rows deliberately do not count.
@@ -146,6 +150,10 @@ CREATE FUNCTION message_load_thread(thread_id text) RETURNS json
     AS 'MODULE_PATHNAME', 'message_load_thread' LANGUAGE C STABLE;
 CREATE FUNCTION message_save_thread(thread_id text, messages json) RETURNS void
     AS 'MODULE_PATHNAME', 'message_save_thread' LANGUAGE C VOLATILE;
+
+-- @chat-stores-functions
+
+-- @blob-functions
 
 -- checkpoints, writer leases and fork
 CREATE FUNCTION checkpoint_acquire_writer(thread_id text, lease_ms bigint DEFAULT NULL,

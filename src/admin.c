@@ -21,11 +21,15 @@ _reset_for_tests(PG_FUNCTION_ARGS)
 				 ("_reset_for_tests is not allowed"),
 				 "It runs only while sandbox_persist.allow_test_reset is on.");
 	SPI_connect();
-	if (SPI_execute("TRUNCATE sandbox_persist.instances, sandbox_persist.runs,"
-					" sandbox_persist.messages, sandbox_persist.checkpoint_threads,"
-					" sandbox_persist.checkpoint_blob_refs, sandbox_persist.checkpoints,"
-					" sandbox_persist.conversation_messages RESTART IDENTITY",
-					false, 0) < 0)
+	/* Every table registered for pg_dump is a data table; empty them all. */
+	if (SPI_execute("SELECT 'TRUNCATE ' || string_agg(c.oid::regclass::text, ', ')"
+					" || ' RESTART IDENTITY'"
+					" FROM pg_catalog.pg_extension e, unnest(e.extconfig) AS t(oid)"
+					" JOIN pg_catalog.pg_class c ON c.oid = t.oid"
+					" WHERE e.extname = 'sandbox_persist'",
+					true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not list the sandbox_persist tables");
+	if (SPI_execute(SpGetText(0, 1), false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not truncate the sandbox_persist tables");
 	SPI_finish();
 	PG_RETURN_VOID();

@@ -17,7 +17,11 @@ OBJS = \
 	src/checkpoints.o \
 	src/checkpoint_entries.o \
 	src/leases.o \
-	src/fork.o
+	src/fork.o \
+	src/zstd_codec.o \
+	src/blob_storage.o \
+	src/blobs.o \
+	src/blob_uploads.o
 
 DATA = $(wildcard sql/sandbox_persist--*.sql)
 

@@ -99,7 +99,49 @@ CREATE INDEX checkpoint_blob_refs_key ON checkpoint_blob_refs (blob_key);
 
 -- @chat-stores-tables (interrupts, metadata, generation runs, artifacts)
 
--- @blob-tables
+-- Blob store. An object is a blobs row pointing at a version of chunks; a
+-- write stages a new version and publishes it by repointing the row.
+CREATE SEQUENCE blob_versions;
+CREATE SEQUENCE blob_etags;
+CREATE TABLE blobs (
+    blob_key         text COLLATE "C" PRIMARY KEY,
+    version          bigint NOT NULL,
+    size             bigint NOT NULL CHECK (size >= 0),
+    etag             text NOT NULL,
+    content_type     text,
+    custom_metadata  json,
+    created_at       bigint NOT NULL,
+    updated_at       bigint NOT NULL,
+    relied_on_at     bigint,   -- content-addressed keys: last put/head, for the GC grace
+    replaced_version bigint    -- bookkeeping: the version the last overwrite replaced
+);
+CREATE TABLE blob_chunks (
+    version      bigint NOT NULL,
+    chunk_offset bigint NOT NULL,
+    raw_length   integer NOT NULL CHECK (raw_length > 0),
+    codec        smallint NOT NULL CHECK (codec IN (0, 1)),   -- 0 raw, 1 zstd
+    data         bytea NOT NULL,
+    PRIMARY KEY (version, chunk_offset)
+);
+-- chunks are compressed by the extension; TOAST must not compress them again
+ALTER TABLE blob_chunks ALTER COLUMN data SET STORAGE EXTERNAL;
+CREATE TABLE blob_uploads (
+    upload_id       uuid PRIMARY KEY,
+    blob_key        text COLLATE "C" NOT NULL,
+    version         bigint NOT NULL,
+    content_type    text,
+    custom_metadata json,
+    chunk_size      integer NOT NULL,
+    received        bigint NOT NULL DEFAULT 0,
+    tail            bytea NOT NULL DEFAULT '',   -- received bytes not yet filling a chunk
+    created_at      bigint NOT NULL,
+    touched_at      bigint NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('blob_versions', '');
+SELECT pg_catalog.pg_extension_config_dump('blob_etags', '');
+SELECT pg_catalog.pg_extension_config_dump('blobs', '');
+SELECT pg_catalog.pg_extension_config_dump('blob_chunks', '');
+SELECT pg_catalog.pg_extension_config_dump('blob_uploads', '');
 
 -- The registry of thread-owned state that blocks a fork destination. A store
 -- that keeps rows per thread adds a branch here (row existence, not content).
@@ -153,7 +195,31 @@ CREATE FUNCTION message_save_thread(thread_id text, messages json) RETURNS void
 
 -- @chat-stores-functions
 
--- @blob-functions
+-- blobs
+CREATE FUNCTION blob_put(blob_key text, body bytea, options json DEFAULT NULL,
+                         now_ms bigint DEFAULT NULL) RETURNS json
+    AS 'MODULE_PATHNAME', 'blob_put' LANGUAGE C VOLATILE;
+CREATE FUNCTION blob_get(blob_key text, range_offset bigint DEFAULT NULL,
+                         range_length bigint DEFAULT NULL)
+    RETURNS TABLE (record json, body bytea)
+    AS 'MODULE_PATHNAME', 'blob_get' LANGUAGE C STABLE ROWS 1;
+CREATE FUNCTION blob_head(blob_key text, now_ms bigint DEFAULT NULL) RETURNS json
+    AS 'MODULE_PATHNAME', 'blob_head' LANGUAGE C VOLATILE;
+CREATE FUNCTION blob_delete(blob_key text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'blob_delete' LANGUAGE C VOLATILE;
+CREATE FUNCTION blob_list(prefix text DEFAULT NULL, list_cursor text DEFAULT NULL,
+                          page_limit integer DEFAULT NULL) RETURNS json
+    AS 'MODULE_PATHNAME', 'blob_list' LANGUAGE C STABLE;
+CREATE FUNCTION blob_upload_begin(blob_key text, options json DEFAULT NULL,
+                                  now_ms bigint DEFAULT NULL) RETURNS text
+    AS 'MODULE_PATHNAME', 'blob_upload_begin' LANGUAGE C VOLATILE;
+CREATE FUNCTION blob_upload_append(upload_id text, at_offset bigint, bytes bytea,
+                                   now_ms bigint DEFAULT NULL) RETURNS json
+    AS 'MODULE_PATHNAME', 'blob_upload_append' LANGUAGE C VOLATILE;
+CREATE FUNCTION blob_upload_commit(upload_id text, now_ms bigint DEFAULT NULL) RETURNS json
+    AS 'MODULE_PATHNAME', 'blob_upload_commit' LANGUAGE C VOLATILE;
+CREATE FUNCTION blob_upload_abort(upload_id text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'blob_upload_abort' LANGUAGE C VOLATILE;
 
 -- checkpoints, writer leases and fork
 CREATE FUNCTION checkpoint_acquire_writer(thread_id text, lease_ms bigint DEFAULT NULL,

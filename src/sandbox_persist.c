@@ -9,15 +9,21 @@
 
 #include "datatype/timestamp.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "sandbox_persist.h"
+#include "blobs.h"
 
 PG_MODULE_MAGIC;
 
 bool		sp_allow_client_clock = false;
 bool		sp_allow_test_reset = false;
 int			sp_writer_lease_ms = 120000;
+int			sp_blob_chunk_size = 256 * 1024;
+int			sp_zstd_level = 3;
+int			sp_blob_max_read = 512 * 1024 * 1024;
+int			sp_blob_gc_grace_s = 24 * 60 * 60;
 
 void		_PG_init(void);
 
@@ -45,6 +51,34 @@ _PG_init(void)
 							&sp_writer_lease_ms,
 							120000, 1, INT_MAX,
 							PGC_SUSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("sandbox_persist.blob_chunk_size",
+							"Largest raw chunk of a blob, for new writes.",
+							"Each chunk is compressed on its own and a range read decodes only the chunks it overlaps.",
+							&sp_blob_chunk_size,
+							256 * 1024, 4 * 1024, 16 * 1024 * 1024,
+							PGC_SUSET, GUC_UNIT_BYTE,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("sandbox_persist.zstd_level",
+							"zstd compression level for blob chunks.",
+							NULL,
+							&sp_zstd_level,
+							3, 1, 19,
+							PGC_SUSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("sandbox_persist.blob_max_read",
+							"Most bytes one blob_get call returns.",
+							"Larger objects are read in ranges.",
+							&sp_blob_max_read,
+							512 * 1024 * 1024, 1024, (int) (MaxAllocSize - VARHDRSZ),
+							PGC_SUSET, GUC_UNIT_BYTE,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("sandbox_persist.blob_gc_grace",
+							"Unreferenced content-addressed blobs relied on more recently than this are kept.",
+							"put and head refresh the time; head at most once per quarter of this period.",
+							&sp_blob_gc_grace_s,
+							24 * 60 * 60, 60, INT_MAX,
+							PGC_SUSET, GUC_UNIT_S,
 							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("sandbox_persist");
 }

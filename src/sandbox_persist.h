@@ -106,6 +106,10 @@ extern const char *CheckRunStatusJson(const SpJson *node, const char *field);
 extern void CheckRunErrorJson(const SpJson *node, const char *field);
 extern void CheckObjectJson(const SpJson *node, const char *field);
 extern void CheckJsonAllowed(const SpJson *node, const char *field);
+extern void CheckRequiredJson(const SpJson *node, const char *field);
+extern void CheckArrayJson(const SpJson *node, const char *field);
+extern SpJson *CheckJsonArrayArg(FunctionCallInfo fcinfo, int argno, const char *name);
+extern double CheckNumberJson(const SpJson *node, const char *field);
 
 /* ---- SPI helpers (spi_util.c) ---- */
 #define SP_MAX_ARGS 12
@@ -134,6 +138,7 @@ extern void SpArgBool(SpArgs *args, bool v);
 extern void SpArgNull(SpArgs *args);
 extern void SpArgDatum(SpArgs *args, Datum d);
 extern int	SpExec(SpQuery *q, SpArgs *args, bool read_only, long tcount);
+extern Portal SpOpenCursor(SpQuery *q, SpArgs *args, bool read_only);
 
 extern char *SpGetText(int row, int col);
 extern bool SpGetInt64(int row, int col, int64 *out);

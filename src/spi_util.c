@@ -84,12 +84,10 @@ SpArgDatum(SpArgs *args, Datum d)
 	SpArgPush(args, d, false);
 }
 
-/* Execute a cached statement; returns SPI_processed. Errors propagate. */
-int
-SpExec(SpQuery *q, SpArgs *args, bool read_only, long tcount)
+/* Prepare and keep a statement's plan on first use. */
+static void
+SpPrepare(SpQuery *q, SpArgs *args)
 {
-	int			rc;
-
 	if (q->plan == NULL)
 	{
 		SPIPlanPtr	plan = SPI_prepare(q->sql, q->nargs, q->argtypes);
@@ -103,10 +101,32 @@ SpExec(SpQuery *q, SpArgs *args, bool read_only, long tcount)
 	}
 	if (args->n != q->nargs)
 		elog(ERROR, "statement expects %d arguments, got %d", q->nargs, args->n);
+}
+
+/* Execute a cached statement; returns SPI_processed. Errors propagate. */
+int
+SpExec(SpQuery *q, SpArgs *args, bool read_only, long tcount)
+{
+	int			rc;
+
+	SpPrepare(q, args);
 	rc = SPI_execute_plan(q->plan, args->values, args->nulls, read_only, tcount);
 	if (rc < 0)
 		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
 	return (int) SPI_processed;
+}
+
+/* Open a cursor over a cached statement, for results too large to materialise. */
+Portal
+SpOpenCursor(SpQuery *q, SpArgs *args, bool read_only)
+{
+	Portal		portal;
+
+	SpPrepare(q, args);
+	portal = SPI_cursor_open(NULL, q->plan, args->values, args->nulls, read_only);
+	if (portal == NULL)
+		elog(ERROR, "SPI_cursor_open failed: %s", SPI_result_code_string(SPI_result));
+	return portal;
 }
 
 /* Binary datum of a result column; sets *isnull. */

@@ -228,3 +228,49 @@ CheckJsonAllowed(const SpJson *node, const char *field)
 	if (node == NULL)
 		CheckRaiseNull(field);
 }
+
+/* Check that a required value is present and not JSON null (22004). */
+void
+CheckRequiredJson(const SpJson *node, const char *field)
+{
+	if (node == NULL || node->kind == SPJ_NULL)
+		CheckRaiseNull(field);
+}
+
+/* Check that a field holds a JSON array (its elements stay opaque). */
+void
+CheckArrayJson(const SpJson *node, const char *field)
+{
+	if (node->kind != SPJ_ARRAY)
+		CheckRaiseType(node, field, "an array");
+}
+
+/* Read a required json argument that must be an array. */
+SpJson *
+CheckJsonArrayArg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	SpJson	   *node = CheckJsonArg(fcinfo, argno, name);
+
+	if (node->kind != SPJ_ARRAY)
+		CheckRaiseType(node, name, "a JSON array");
+	return node;
+}
+
+/* Read a required finite number; fractions are allowed (artifact createdAt). */
+double
+CheckNumberJson(const SpJson *node, const char *field)
+{
+	double		v = 0;
+
+	if (node == NULL || node->kind == SPJ_NULL)
+		CheckRaiseNull(field);
+	if (node->kind != SPJ_NUMBER)
+		CheckRaiseType(node, field, "a number");
+	if (!SpJsonGetDouble(node, &v))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("%s is out of range", field),
+				 errdetail("The value %.*s is not a finite double precision number.",
+						   node->rawlen, node->raw)));
+	return v;
+}

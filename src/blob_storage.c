@@ -1,0 +1,399 @@
+/*
+ * blob_storage.c
+ *
+ * The storage layer under blob_put and streamed uploads: key and option
+ * checks, content addressing, writing a byte range as fixed-size chunks,
+ * reading any byte range back (only the chunks that overlap it), and
+ * publishing a staged version as the object behind a key.
+ *
+ * Locking: BlobPublish and BlobTouch write the key's blobs row, whose row lock
+ * serialises writers of one key until commit; readers never lock and see
+ * either the old version or the new one (chunks of a version are immutable).
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+
+#include "blobs.h"
+
+static SpQuery blob_chunk_insert = {
+	"INSERT INTO sandbox_persist.blob_chunks (version, chunk_offset, raw_length, codec, data)"
+	" VALUES ($1, $2, $3, $4, $5)",
+	5, {INT8OID, INT8OID, INT4OID, INT2OID, BYTEAOID}
+};
+
+static SpQuery blob_chunk_delete = {
+	"DELETE FROM sandbox_persist.blob_chunks WHERE version = $1",
+	1, {INT8OID}
+};
+
+/* The chunks overlapping [$2, $3): from the one containing $2, in order. */
+static SpQuery blob_chunk_range = {
+	"SELECT chunk_offset, raw_length, codec, data FROM sandbox_persist.blob_chunks"
+	" WHERE version = $1 AND chunk_offset < $3"
+	"   AND chunk_offset >= coalesce((SELECT max(chunk_offset)"
+	"         FROM sandbox_persist.blob_chunks WHERE version = $1 AND chunk_offset <= $2), 0)"
+	" ORDER BY chunk_offset",
+	3, {INT8OID, INT8OID, INT8OID}
+};
+
+/*
+ * Publish a version as the object behind a key: insert, or replace every
+ * field but createdAt. replaced_version hands back the version the update
+ * replaced, so its chunks can be deleted; the row lock taken by ON CONFLICT
+ * makes a concurrent writer of the same key wait and then replace ours.
+ */
+static SpQuery blob_publish = {
+	"INSERT INTO sandbox_persist.blobs AS b (blob_key, version, size, etag, content_type,"
+	" custom_metadata, created_at, updated_at, relied_on_at)"
+	" VALUES ($1, $2, $3, nextval('sandbox_persist.blob_etags')::text, $4, $5, $6, $6,"
+	"         CASE WHEN $7 THEN $6 END)"
+	" ON CONFLICT (blob_key) DO UPDATE SET version = EXCLUDED.version, size = EXCLUDED.size,"
+	" etag = EXCLUDED.etag, content_type = EXCLUDED.content_type,"
+	" custom_metadata = EXCLUDED.custom_metadata, updated_at = EXCLUDED.updated_at,"
+	" relied_on_at = EXCLUDED.relied_on_at, replaced_version = b.version"
+	" RETURNING replaced_version, " BLOB_RECORD_COLUMNS,
+	7, {TEXTOID, INT8OID, INT8OID, TEXTOID, JSONOID, INT8OID, BOOLOID}
+};
+
+/* A put of content already stored under a content address: no bytes written. */
+static SpQuery blob_touch = {
+	"UPDATE sandbox_persist.blobs SET content_type = $2, custom_metadata = $3,"
+	" updated_at = $4, relied_on_at = $4"
+	" WHERE blob_key = $1 RETURNING " BLOB_RECORD_COLUMNS,
+	4, {TEXTOID, TEXTOID, JSONOID, INT8OID}
+};
+
+/* Read a blob key argument: an identifier of at most 2048 bytes. */
+char *
+BlobCheckKeyArg(FunctionCallInfo fcinfo, int argno)
+{
+	return CheckIdArg(fcinfo, argno, "blob_key", SP_KEY_MAX_BYTES);
+}
+
+/* True for sandbox-files/sha256/<hex> and sandbox-artifacts/sha256/<hex> keys. */
+bool
+BlobIsContentAddressed(const char *key)
+{
+	static const char *const prefixes[] = {"sandbox-files/sha256/", "sandbox-artifacts/sha256/"};
+
+	for (int i = 0; i < lengthof(prefixes); i++)
+	{
+		size_t		plen = strlen(prefixes[i]);
+		const char *p;
+
+		if (strncmp(key, prefixes[i], plen) != 0 ||
+			strlen(key) != plen + BLOB_SHA256_HEX_LEN)
+			continue;
+		for (p = key + plen; *p; p++)
+			if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+				break;
+		if (*p == '\0')
+			return true;
+	}
+	return false;
+}
+
+/* Read put/upload options; absent or SQL NULL options mean none. */
+void
+BlobReadOptions(FunctionCallInfo fcinfo, int argno, BlobOptions *out)
+{
+	static const char *const names[] = {"contentType", "customMetadata", "expectedLength"};
+	SpJson	   *opts;
+	SpJson	   *m[lengthof(names)];
+
+	memset(out, 0, sizeof(BlobOptions));
+	if (PG_ARGISNULL(argno))
+		return;
+	opts = CheckJsonObjectArg(fcinfo, argno, "options");
+	SpJsonMembers(opts, names, lengthof(names), m, "blob options", false,
+				  ERRCODE_INVALID_PARAMETER_VALUE, -1);
+	out->content_type = CheckOptStringJson(m[0], "contentType");
+	if (out->content_type != NULL && out->content_type[0] == '\0')
+		out->content_type = NULL;	/* an empty content type is absence */
+	if (m[1] != NULL && m[1]->kind != SPJ_NULL)
+	{
+		if (m[1]->kind != SPJ_OBJECT)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("customMetadata must be an object of strings"),
+					 errdetail("A JSON %s was given.", SpJsonKindName(m[1]->kind))));
+		for (int i = 0; i < m[1]->count; i++)
+			if (m[1]->items[i]->kind != SPJ_STRING)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("customMetadata must be an object of strings"),
+						 errdetail("The value of \"%s\" is a JSON %s.",
+								   SpJsonKeyName(m[1], i),
+								   SpJsonKindName(m[1]->items[i]->kind))));
+		out->custom_metadata = m[1]->raw;
+		out->custom_metadata_len = m[1]->rawlen;
+	}
+	/* expectedLength is advisory: checked for type, never used as the size */
+	if (m[2] != NULL && m[2]->kind != SPJ_NULL && m[2]->kind != SPJ_NUMBER)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("expectedLength must be a number"),
+				 errdetail("A JSON %s was given.", SpJsonKindName(m[2]->kind))));
+}
+
+/* Start a SHA-256 over the bytes of a content-addressed object. */
+pg_cryptohash_ctx *
+BlobHashStart(void)
+{
+	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
+
+	if (ctx == NULL || pg_cryptohash_init(ctx) < 0)
+		elog(ERROR, "could not start a SHA-256 hash");
+	return ctx;
+}
+
+/* Finish the hash and refuse bytes that do not hash to the key. */
+void
+BlobHashCheck(pg_cryptohash_ctx *ctx, const char *key)
+{
+	uint8		digest[32];
+	char		hex[BLOB_SHA256_HEX_LEN + 1];
+	const char *expected = key + strlen(key) - BLOB_SHA256_HEX_LEN;
+
+	if (pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
+		elog(ERROR, "could not finish a SHA-256 hash");
+	pg_cryptohash_free(ctx);
+	for (int i = 0; i < 32; i++)
+		sprintf(hex + 2 * i, "%02x", digest[i]);
+	if (strcmp(hex, expected) != 0)
+		sp_error(SP_BLOB_CONTENT_HASH_MISMATCH,
+				 ("blob content does not match its content address"),
+				 "The bytes hash to %s, but the key \"%s\" names %s.", hex, key, expected);
+}
+
+/* Store data[0..len) as chunks of chunk_size bytes starting at `offset`. Inside SPI. */
+void
+BlobWriteChunks(int64 version, int64 offset, const char *data, int64 len, int chunk_size)
+{
+	MemoryContext chunk_cxt = AllocSetContextCreate(CurrentMemoryContext, "blob chunk",
+													ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(chunk_cxt);
+
+	for (int64 pos = 0; pos < len; pos += chunk_size)
+	{
+		int			raw = (int) Min((int64) chunk_size, len - pos);
+		char	   *stored;
+		int			stored_len;
+		int			codec = BlobEncodeChunk(data + pos, raw, &stored, &stored_len);
+		bytea	   *b = palloc(VARHDRSZ + stored_len);
+		SpArgs		args;
+
+		SET_VARSIZE(b, VARHDRSZ + stored_len);
+		memcpy(VARDATA(b), stored, stored_len);
+		SpArgsInit(&args);
+		SpArgInt64(&args, version);
+		SpArgInt64(&args, offset + pos);
+		SpArgDatum(&args, Int32GetDatum(raw));
+		SpArgDatum(&args, Int16GetDatum(codec));
+		SpArgDatum(&args, PointerGetDatum(b));
+		SpExec(&blob_chunk_insert, &args, false, 0);
+		MemoryContextReset(chunk_cxt);
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(chunk_cxt);
+}
+
+/* Delete every chunk of a version. Inside SPI. */
+void
+BlobDeleteVersion(int64 version)
+{
+	SpArgs		args;
+
+	SpArgsInit(&args);
+	SpArgInt64(&args, version);
+	SpExec(&blob_chunk_delete, &args, false, 0);
+}
+
+/*
+ * Copy bytes [offset, offset + len) of a version into dst (when not NULL) and
+ * feed them to `hash` (when not NULL). Reads only the overlapping chunks,
+ * through a cursor, one small batch at a time. Inside SPI.
+ */
+void
+BlobReadRange(int64 version, int64 offset, int64 len, char *dst, pg_cryptohash_ctx *hash)
+{
+	MemoryContext batch_cxt;
+	MemoryContext old;
+	Portal		portal;
+	SpArgs		args;
+	int64		end = offset + len;
+	int64		next = offset;
+
+	if (len <= 0)
+		return;
+	SpArgsInit(&args);
+	SpArgInt64(&args, version);
+	SpArgInt64(&args, offset);
+	SpArgInt64(&args, end);
+	portal = SpOpenCursor(&blob_chunk_range, &args, true);
+	batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "blob read batch",
+									  ALLOCSET_DEFAULT_SIZES);
+	for (;;)
+	{
+		SPI_cursor_fetch(portal, true, 4);
+		if (SPI_processed == 0)
+			break;
+		old = MemoryContextSwitchTo(batch_cxt);
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			int64		chunk_offset = 0;
+			int32		raw_length;
+			int16		codec;
+			bool		isnull;
+			bytea	   *data;
+			char	   *raw;
+			int64		from;
+			int64		to;
+
+			SpGetInt64(i, 1, &chunk_offset);
+			raw_length = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
+													 SPI_tuptable->tupdesc, 2, &isnull));
+			codec = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[i],
+												SPI_tuptable->tupdesc, 3, &isnull));
+			data = DatumGetByteaPP(SPI_getbinval(SPI_tuptable->vals[i],
+												 SPI_tuptable->tupdesc, 4, &isnull));
+			if (chunk_offset != next && !(chunk_offset < next && chunk_offset + raw_length > next))
+				ereport(ERROR,
+						(errcode(ERRCODE_DATA_CORRUPTED),
+						 errmsg("stored blob chunks are not contiguous"),
+						 errdetail("Expected a chunk covering offset " INT64_FORMAT
+								   ", found one at " INT64_FORMAT ".", next, chunk_offset)));
+			raw = palloc(Max(raw_length, 1));
+			BlobDecodeChunk(codec, VARDATA_ANY(data), VARSIZE_ANY_EXHDR(data), raw_length, raw);
+			from = Max(offset, chunk_offset);
+			to = Min(end, chunk_offset + raw_length);
+			if (to > from)
+			{
+				if (dst != NULL)
+					memcpy(dst + (from - offset), raw + (from - chunk_offset), to - from);
+				if (hash != NULL &&
+					pg_cryptohash_update(hash, (uint8 *) raw + (from - chunk_offset), to - from) < 0)
+					elog(ERROR, "could not update a SHA-256 hash");
+				next = to;
+			}
+			MemoryContextReset(batch_cxt);
+		}
+		MemoryContextSwitchTo(old);
+		SPI_freetuptable(SPI_tuptable);
+	}
+	SPI_cursor_close(portal);
+	MemoryContextDelete(batch_cxt);
+	if (next != end)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("stored blob chunks are missing"),
+				 errdetail("The chunks end at offset " INT64_FORMAT ", not " INT64_FORMAT ".",
+						   next, end)));
+}
+
+/* Append the BlobRecord of SPI result row `row`, its columns starting at first_col. */
+void
+BlobAppendRecord(StringInfo buf, int row, int first_col)
+{
+	bool		first = true;
+	int64		v = 0;
+	char	   *s;
+
+	appendStringInfoChar(buf, '{');
+	SpAppendKey(buf, &first, "key");
+	SpAppendString(buf, SpGetText(row, first_col));
+	SpGetInt64(row, first_col + 1, &v);
+	SpAppendKey(buf, &first, "size");
+	SpAppendInt64(buf, v);
+	SpAppendKey(buf, &first, "etag");
+	SpAppendString(buf, SpGetText(row, first_col + 2));
+	if ((s = SpGetText(row, first_col + 3)) != NULL)
+	{
+		SpAppendKey(buf, &first, "contentType");
+		SpAppendString(buf, s);
+	}
+	if ((s = SpGetText(row, first_col + 4)) != NULL)
+	{
+		SpAppendKey(buf, &first, "customMetadata");
+		appendStringInfoString(buf, s);
+	}
+	SpGetInt64(row, first_col + 5, &v);
+	SpAppendKey(buf, &first, "createdAt");
+	SpAppendInt64(buf, v);
+	SpGetInt64(row, first_col + 6, &v);
+	SpAppendKey(buf, &first, "updatedAt");
+	SpAppendInt64(buf, v);
+	appendStringInfoChar(buf, '}');
+}
+
+/* Add the options to an argument list: content type, then custom metadata. */
+static void
+BlobOptionArgs(SpArgs *args, const BlobOptions *opts)
+{
+	SpArgText(args, opts->content_type);
+	if (opts->custom_metadata != NULL)
+		SpArgTextLen(args, opts->custom_metadata, opts->custom_metadata_len);
+	else
+		SpArgNull(args);
+}
+
+/* Build the record of the single SPI result row as a json datum in `outer`. */
+static Datum
+BlobRecordResult(int first_col, MemoryContext outer)
+{
+	MemoryContext spi = MemoryContextSwitchTo(outer);
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	BlobAppendRecord(&buf, 0, first_col);
+	MemoryContextSwitchTo(spi);
+	return SpJsonResult(&buf);
+}
+
+/*
+ * Make `version` the object behind `key` (createdAt kept on overwrite, new
+ * etag, options replaced whole) and drop the replaced version's chunks.
+ * Returns the BlobRecord. Inside SPI.
+ */
+Datum
+BlobPublish(const char *key, int64 version, int64 size, const BlobOptions *opts, int64 now,
+			MemoryContext outer)
+{
+	SpArgs		args;
+	int64		replaced;
+	Datum		record;
+
+	SpArgsInit(&args);
+	SpArgText(&args, key);
+	SpArgInt64(&args, version);
+	SpArgInt64(&args, size);
+	BlobOptionArgs(&args, opts);
+	SpArgInt64(&args, now);
+	SpArgBool(&args, BlobIsContentAddressed(key));
+	SpExec(&blob_publish, &args, false, 0);
+	record = BlobRecordResult(2, outer);
+	if (SpGetInt64(0, 1, &replaced) && replaced != version)
+		BlobDeleteVersion(replaced);
+	return record;
+}
+
+/*
+ * Refresh an existing content-addressed object without writing bytes:
+ * updatedAt and the GC time move, options are replaced, etag and size stay.
+ * *found is false when the key does not exist. Inside SPI.
+ */
+Datum
+BlobTouch(const char *key, const BlobOptions *opts, int64 now, MemoryContext outer, bool *found)
+{
+	SpArgs		args;
+
+	SpArgsInit(&args);
+	SpArgText(&args, key);
+	BlobOptionArgs(&args, opts);
+	SpArgInt64(&args, now);
+	*found = SpExec(&blob_touch, &args, false, 0) == 1;
+	return *found ? BlobRecordResult(1, outer) : (Datum) 0;
+}

@@ -1,0 +1,370 @@
+/*
+ * blobs.c
+ *
+ * The blob store (persistence-stores.md section 7): put, get with ranges,
+ * head, delete and list. Bytes live in zstd-compressed chunks of a version
+ * (blob_storage.c); a range read decodes only the chunks it overlaps.
+ *
+ * Locking: put and delete write the key's blobs row, so writers of one key
+ * serialise; get and list never lock and read metadata and chunks in one
+ * snapshot (the functions are STABLE), so a concurrent overwrite is seen
+ * entirely or not at all. head refreshes the GC time of content-addressed
+ * keys at most once per quarter of the grace period.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+
+#include "blobs.h"
+
+PG_FUNCTION_INFO_V1(blob_put);
+PG_FUNCTION_INFO_V1(blob_get);
+PG_FUNCTION_INFO_V1(blob_head);
+PG_FUNCTION_INFO_V1(blob_delete);
+PG_FUNCTION_INFO_V1(blob_list);
+
+static SpQuery blob_select = {
+	"SELECT version, " BLOB_RECORD_COLUMNS " FROM sandbox_persist.blobs WHERE blob_key = $1",
+	1, {TEXTOID}
+};
+
+static SpQuery blob_new_version = {
+	"SELECT nextval('sandbox_persist.blob_versions')",
+	0, {InvalidOid}
+};
+
+static SpQuery blob_head_touch = {
+	"UPDATE sandbox_persist.blobs SET relied_on_at = $2"
+	" WHERE blob_key = $1 AND (relied_on_at IS NULL OR relied_on_at < $2 - $3)",
+	3, {TEXTOID, INT8OID, INT8OID}
+};
+
+static SpQuery blob_remove = {
+	"DELETE FROM sandbox_persist.blobs WHERE blob_key = $1 RETURNING version",
+	1, {TEXTOID}
+};
+
+/*
+ * Keys in [$1, $2) (the prefix as a byte range, so a kept generic plan still
+ * scans only the prefix), that really start with the prefix, after the
+ * cursor $3, in byte order, at most $4 rows.
+ */
+static SpQuery blob_page = {
+	"SELECT " BLOB_RECORD_COLUMNS " FROM sandbox_persist.blobs"
+	" WHERE ($1::text IS NULL OR (blob_key >= $1 AND pg_catalog.starts_with(blob_key, $1)))"
+	"   AND ($2::text IS NULL OR blob_key < $2)"
+	"   AND ($3::text IS NULL OR blob_key > $3)"
+	" ORDER BY blob_key LIMIT $4",
+	4, {TEXTOID, TEXTOID, TEXTOID, INT8OID}
+};
+
+/* A fresh chunk version id. Inside SPI. */
+static int64
+BlobNewVersion(void)
+{
+	SpArgs		args;
+	int64		version = 0;
+
+	SpArgsInit(&args);
+	SpExec(&blob_new_version, &args, false, 1);
+	SpGetInt64(0, 1, &version);
+	return version;
+}
+
+/*
+ * blob_put(blob_key text, body bytea, options json, now_ms bigint) -> json:
+ * store the bytes (overwrite semantics) and return the BlobRecord. A
+ * content-addressed key must match its bytes' SHA-256; when it already
+ * exists no bytes are written.
+ */
+Datum
+blob_put(PG_FUNCTION_ARGS)
+{
+	char	   *key = BlobCheckKeyArg(fcinfo, 0);
+	bytea	   *body;
+	BlobOptions opts;
+	int64		now;
+	MemoryContext outer = CurrentMemoryContext;
+	Datum		record = (Datum) 0;
+	bool		found = false;
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("body must not be null"),
+				 errdetail("An empty object is an empty bytea, not NULL.")));
+	body = PG_GETARG_BYTEA_PP(1);
+	BlobReadOptions(fcinfo, 2, &opts);
+	now = SpNowMs(fcinfo, 3);
+	if (BlobIsContentAddressed(key))
+	{
+		pg_cryptohash_ctx *hash = BlobHashStart();
+
+		if (pg_cryptohash_update(hash, (uint8 *) VARDATA_ANY(body), VARSIZE_ANY_EXHDR(body)) < 0)
+			elog(ERROR, "could not update a SHA-256 hash");
+		BlobHashCheck(hash, key);
+	}
+
+	SPI_connect();
+	if (BlobIsContentAddressed(key))
+		record = BlobTouch(key, &opts, now, outer, &found);
+	if (!found)
+	{
+		int64		version = BlobNewVersion();
+
+		BlobWriteChunks(version, 0, VARDATA_ANY(body), VARSIZE_ANY_EXHDR(body),
+						sp_blob_chunk_size);
+		record = BlobPublish(key, version, VARSIZE_ANY_EXHDR(body), &opts, now, outer);
+	}
+	SPI_finish();
+	PG_RETURN_DATUM(record);
+}
+
+/* Raise 22003 with the upstream text for a range outside the object. */
+static void
+BlobRangeError(const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+			 errmsg("invalid blob range"),
+			 errdetail("%s", detail)));
+}
+
+/*
+ * blob_get(blob_key text, range_offset bigint, range_length bigint) ->
+ * TABLE(record json, body bytea): the whole object, or exactly the requested
+ * slice with `range` in the record; zero rows when the key does not exist.
+ */
+Datum
+blob_get(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MemoryContext outer = CurrentMemoryContext;
+	bool		ranged = !PG_ARGISNULL(1);
+	char	   *key;
+	SpArgs		args;
+	int64		version = 0;
+	int64		size = 0;
+	int64		offset = 0;
+	int64		served;
+	bytea	   *body = NULL;
+	StringInfoData buf;
+	bool		found;
+
+	if (!ranged && !PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("range_length requires range_offset"),
+				 errdetail("A range starts at an offset; pass range_offset 0 to read from the start.")));
+	key = BlobCheckKeyArg(fcinfo, 0);
+	InitMaterializedSRF(fcinfo, 0);
+
+	SPI_connect();
+	SpArgsInit(&args);
+	SpArgText(&args, key);
+	found = SpExec(&blob_select, &args, true, 1) == 1;
+	if (found)
+	{
+		MemoryContext spi;
+
+		SpGetInt64(0, 1, &version);
+		SpGetInt64(0, 3, &size);
+		served = size;
+		if (ranged)
+		{
+			offset = PG_GETARG_INT64(1);
+			if (offset < 0 || offset >= size)
+				BlobRangeError(psprintf("Blob range offset " INT64_FORMAT
+										" is outside the object (size " INT64_FORMAT ").",
+										offset, size));
+			if (!PG_ARGISNULL(2))
+			{
+				if (PG_GETARG_INT64(2) < 0)
+					BlobRangeError(psprintf("Blob range length " INT64_FORMAT " is not valid.",
+											PG_GETARG_INT64(2)));
+				served = Min(PG_GETARG_INT64(2), size - offset);
+			}
+			else
+				served = size - offset;
+		}
+		if (served > sp_blob_max_read)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("blob read is too large"),
+					 errdetail("Reading " INT64_FORMAT " bytes exceeds sandbox_persist.blob_max_read (%d bytes).",
+							   served, sp_blob_max_read),
+					 errhint("Read the object in ranges.")));
+		spi = MemoryContextSwitchTo(outer);
+		initStringInfo(&buf);
+		BlobAppendRecord(&buf, 0, 2);
+		if (ranged)
+		{
+			/* splice "range" in before the closing brace */
+			buf.len--;
+			appendStringInfo(&buf, ",\"range\":{\"offset\":" INT64_FORMAT ",\"length\":"
+							 INT64_FORMAT "}}", offset, served);
+		}
+		body = palloc(VARHDRSZ + served);
+		SET_VARSIZE(body, VARHDRSZ + served);
+		MemoryContextSwitchTo(spi);
+		BlobReadRange(version, offset, served, VARDATA(body), NULL);
+	}
+	SPI_finish();
+	if (found)
+	{
+		Datum		values[2];
+		bool		nulls[2] = {false, false};
+
+		values[0] = SpJsonResult(&buf);
+		values[1] = PointerGetDatum(body);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * blob_head(blob_key text, now_ms bigint) -> json: the BlobRecord without
+ * bytes, or NULL. For a content-addressed key it also refreshes the GC time.
+ */
+Datum
+blob_head(PG_FUNCTION_ARGS)
+{
+	char	   *key = BlobCheckKeyArg(fcinfo, 0);
+	int64		now = SpNowMs(fcinfo, 1);
+	MemoryContext outer = CurrentMemoryContext;
+	SpArgs		args;
+	StringInfoData buf;
+	bool		found;
+
+	SPI_connect();
+	if (BlobIsContentAddressed(key))
+	{
+		SpArgsInit(&args);
+		SpArgText(&args, key);
+		SpArgInt64(&args, now);
+		SpArgInt64(&args, (int64) sp_blob_gc_grace_s * 1000 / 4);
+		SpExec(&blob_head_touch, &args, false, 0);
+	}
+	SpArgsInit(&args);
+	SpArgText(&args, key);
+	found = SpExec(&blob_select, &args, false, 1) == 1;
+	if (found)
+	{
+		MemoryContext spi = MemoryContextSwitchTo(outer);
+
+		initStringInfo(&buf);
+		BlobAppendRecord(&buf, 0, 2);
+		MemoryContextSwitchTo(spi);
+	}
+	SPI_finish();
+	if (!found)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(SpJsonResult(&buf));
+}
+
+/* blob_delete(blob_key text) -> boolean: remove the object and all its chunks. */
+Datum
+blob_delete(PG_FUNCTION_ARGS)
+{
+	char	   *key = BlobCheckKeyArg(fcinfo, 0);
+	SpArgs		args;
+	int64		version;
+	bool		found;
+
+	SPI_connect();
+	SpArgsInit(&args);
+	SpArgText(&args, key);
+	found = SpExec(&blob_remove, &args, false, 0) == 1;
+	if (found && SpGetInt64(0, 1, &version))
+		BlobDeleteVersion(version);
+	SPI_finish();
+	PG_RETURN_BOOL(found);
+}
+
+/*
+ * The smallest string greater than every string starting with prefix, in
+ * byte order: the prefix with its last byte incremented (UTF-8 text never
+ * contains 0xFF, so the increment cannot overflow for valid input).
+ */
+static text *
+BlobPrefixUpperBound(const char *prefix)
+{
+	int			len = strlen(prefix);
+	text	   *t;
+
+	while (len > 0 && (unsigned char) prefix[len - 1] == 0xFF)
+		len--;
+	if (len == 0)
+		return NULL;
+	t = cstring_to_text_with_len(prefix, len);
+	((unsigned char *) VARDATA(t))[len - 1]++;
+	return t;
+}
+
+/*
+ * blob_list(prefix text, list_cursor text, page_limit integer) -> json
+ * {objects, truncated, cursor?}: keys starting with prefix (literally), after
+ * the cursor, in byte order; the cursor of a truncated page is its last key.
+ */
+Datum
+blob_list(PG_FUNCTION_ARGS)
+{
+	char	   *prefix = PG_ARGISNULL(0) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(0));
+	char	   *cursor = PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1));
+	int64		limit = PG_ARGISNULL(2) ? -1 : PG_GETARG_INT32(2);
+	MemoryContext outer = CurrentMemoryContext;
+	MemoryContext spi;
+	StringInfoData buf;
+	SpArgs		args;
+	text	   *upper;
+	int			n;
+	int			shown;
+
+	if (!PG_ARGISNULL(2) && limit < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("page_limit must not be negative"),
+				 errdetail("A limit of " INT64_FORMAT " was given.", limit)));
+	initStringInfo(&buf);
+	if (limit == 0)
+	{
+		appendStringInfoString(&buf, "{\"objects\":[],\"truncated\":false}");
+		PG_RETURN_DATUM(SpJsonResult(&buf));
+	}
+	upper = prefix && *prefix ? BlobPrefixUpperBound(prefix) : NULL;
+
+	SPI_connect();
+	SpArgsInit(&args);
+	SpArgText(&args, prefix && *prefix ? prefix : NULL);
+	if (upper != NULL)
+		SpArgDatum(&args, PointerGetDatum(upper));
+	else
+		SpArgNull(&args);
+	SpArgText(&args, cursor);
+	/* one extra row tells whether more remain */
+	SpArgInt64(&args, limit < 0 ? PG_INT64_MAX : limit + 1);
+	n = SpExec(&blob_page, &args, true, 0);
+	shown = (limit >= 0 && n > limit) ? (int) limit : n;
+	spi = MemoryContextSwitchTo(outer);
+	appendStringInfoString(&buf, "{\"objects\":[");
+	for (int i = 0; i < shown; i++)
+	{
+		if (i > 0)
+			appendStringInfoChar(&buf, ',');
+		BlobAppendRecord(&buf, i, 1);
+	}
+	appendStringInfoString(&buf, "],\"truncated\":");
+	if (shown < n)
+	{
+		appendStringInfoString(&buf, "true,\"cursor\":");
+		SpAppendString(&buf, SpGetText(shown - 1, 1));
+	}
+	else
+		appendStringInfoString(&buf, "false");
+	appendStringInfoChar(&buf, '}');
+	MemoryContextSwitchTo(spi);
+	SPI_finish();
+	PG_RETURN_DATUM(SpJsonResult(&buf));
+}

@@ -1,0 +1,62 @@
+/*
+ * blobs.h
+ *
+ * Shared by the blob store modules: the chunk codec, chunk writing and
+ * reading, content addressing and the BlobRecord builder.
+ *
+ * An object is a row in blobs plus chunk rows keyed by a version id. A write
+ * stages chunks under a fresh version and publishes it by pointing the blobs
+ * row at it (the row lock serialises writers of one key); the replaced
+ * version's chunks are deleted in the same transaction.
+ */
+#ifndef SANDBOX_PERSIST_BLOBS_H
+#define SANDBOX_PERSIST_BLOBS_H
+
+#include "sandbox_persist.h"
+
+#include "common/cryptohash.h"
+
+#define BLOB_CODEC_RAW 0
+#define BLOB_CODEC_ZSTD 1
+#define BLOB_SHA256_HEX_LEN 64
+
+/* settings (sandbox_persist.c) */
+extern int	sp_blob_chunk_size;
+extern int	sp_zstd_level;
+extern int	sp_blob_max_read;
+extern int	sp_blob_gc_grace_s;
+
+/* Options of a put or an upload: {contentType?, customMetadata?, expectedLength?}. */
+typedef struct BlobOptions
+{
+	char	   *content_type;	/* NULL when absent or "" */
+	const char *custom_metadata;	/* raw JSON object text, or NULL */
+	int			custom_metadata_len;
+} BlobOptions;
+
+/* zstd_codec.c */
+extern int	BlobEncodeChunk(const char *src, int len, char **out, int *outlen);
+extern void BlobDecodeChunk(int codec, const char *src, int srclen, int raw_length, char *dst);
+
+/* blob_storage.c */
+extern char *BlobCheckKeyArg(FunctionCallInfo fcinfo, int argno);
+extern bool BlobIsContentAddressed(const char *key);
+extern void BlobReadOptions(FunctionCallInfo fcinfo, int argno, BlobOptions *out);
+extern pg_cryptohash_ctx *BlobHashStart(void);
+extern void BlobHashCheck(pg_cryptohash_ctx *ctx, const char *key);
+extern void BlobWriteChunks(int64 version, int64 offset, const char *data, int64 len,
+							int chunk_size);
+extern void BlobDeleteVersion(int64 version);
+extern void BlobReadRange(int64 version, int64 offset, int64 len, char *dst,
+						  pg_cryptohash_ctx *hash);
+extern Datum BlobPublish(const char *key, int64 version, int64 size, const BlobOptions *opts,
+						 int64 now, MemoryContext outer);
+extern Datum BlobTouch(const char *key, const BlobOptions *opts, int64 now,
+					   MemoryContext outer, bool *found);
+extern void BlobAppendRecord(StringInfo buf, int row, int first_col);
+
+/* Columns BlobAppendRecord reads, starting at its first_col. */
+#define BLOB_RECORD_COLUMNS \
+	"blob_key, size, etag, content_type, custom_metadata::text, created_at, updated_at"
+
+#endif							/* SANDBOX_PERSIST_BLOBS_H */

@@ -18,6 +18,10 @@ OBJS = \
 	src/checkpoint_entries.o \
 	src/leases.o \
 	src/fork.o \
+	src/interrupts.o \
+	src/metadata.o \
+	src/generation_runs.o \
+	src/artifacts.o \
 	src/zstd_codec.o \
 	src/blob_storage.o \
 	src/blobs.o \
@@ -26,8 +30,9 @@ OBJS = \
 DATA = $(wildcard sql/sandbox_persist--*.sql)
 
 # pg_regress finds test/sql/<t>.sql via --inputdir and expected/<t>.out in the
-# top-level expected/ (the output directory is searched first); isolation specs
-# live in test/specs/ and share expected/.
+# top-level expected/ (its output directory, searched first). Isolation specs
+# live in test/specs/; pg_isolation_regress writes to output_iso/ and then
+# looks in test/expected/, a symlink to the same top-level expected/.
 REGRESS      = $(sort $(basename $(notdir $(wildcard test/sql/*.sql))))
 REGRESS_OPTS = --inputdir=test --load-extension=sandbox_persist
 ISOLATION      = $(sort $(basename $(notdir $(wildcard test/specs/*.spec))))

@@ -97,7 +97,74 @@ CREATE TABLE checkpoint_blob_refs (
 );
 CREATE INDEX checkpoint_blob_refs_key ON checkpoint_blob_refs (blob_key);
 
--- @chat-stores-tables (interrupts, metadata, generation runs, artifacts)
+-- Interrupt store. resolved_at is set exactly when the status is not pending;
+-- response is SQL NULL when none is stored, the json text null when JSON null is.
+CREATE TABLE interrupts (
+    seq          bigint GENERATED ALWAYS AS IDENTITY,
+    interrupt_id text COLLATE "C" PRIMARY KEY,
+    run_id       text COLLATE "C" NOT NULL,
+    thread_id    text COLLATE "C" NOT NULL,
+    status       text NOT NULL CHECK (status IN ('pending', 'resolved', 'cancelled')),
+    requested_at bigint NOT NULL,
+    resolved_at  bigint,
+    payload      json NOT NULL,
+    response     json,
+    CHECK ((status = 'pending') = (resolved_at IS NULL))
+);
+CREATE INDEX interrupts_thread_order ON interrupts (thread_id, requested_at, seq);
+CREATE INDEX interrupts_run_order ON interrupts (run_id, requested_at, seq);
+
+-- Metadata store: two independent key columns, any JSON value but null.
+CREATE TABLE metadata (
+    namespace text COLLATE "C" NOT NULL,
+    meta_key  text COLLATE "C" NOT NULL,
+    value     json NOT NULL,
+    PRIMARY KEY (namespace, meta_key)
+);
+
+-- Generation run store. result is SQL NULL when unset, the json text null when
+-- a null result was stored. activity is free text and never checked.
+CREATE TABLE generation_runs (
+    seq         bigint GENERATED ALWAYS AS IDENTITY,
+    run_id      text COLLATE "C" PRIMARY KEY,
+    thread_id   text COLLATE "C" NOT NULL,
+    activity    text NOT NULL,
+    provider    text NOT NULL,
+    model       text NOT NULL,
+    status      text NOT NULL
+                CHECK (status IN ('running', 'interrupted', 'completed', 'failed', 'aborted')),
+    started_at  bigint NOT NULL,
+    finished_at bigint,
+    error       json,
+    result      json,
+    artifacts   json,
+    usage       json
+);
+CREATE INDEX generation_runs_thread_started ON generation_runs (thread_id, started_at, seq);
+
+-- Artifact store. (created_at, artifact_id) is unique per list, so no seq is
+-- needed; the two order indexes serve list and listForThread without a sort.
+CREATE TABLE artifacts (
+    artifact_id text COLLATE "C" PRIMARY KEY,
+    run_id      text COLLATE "C" NOT NULL,
+    thread_id   text COLLATE "C" NOT NULL,
+    blob_key    text COLLATE "C",
+    name        text NOT NULL,
+    mime_type   text NOT NULL,
+    size        bigint NOT NULL CHECK (size >= 0),
+    source_url  text,
+    created_at  double precision NOT NULL
+                CHECK (created_at <> 'Infinity' AND created_at <> '-Infinity' AND created_at <> 'NaN')
+);
+CREATE INDEX artifacts_thread_order ON artifacts (thread_id, created_at, artifact_id);
+CREATE INDEX artifacts_run_order ON artifacts (run_id, created_at, artifact_id);
+-- blob garbage collection asks whether any artifact record names a key
+CREATE INDEX artifacts_blob_key ON artifacts (blob_key) WHERE blob_key IS NOT NULL;
+
+SELECT pg_catalog.pg_extension_config_dump('interrupts', '');
+SELECT pg_catalog.pg_extension_config_dump('metadata', '');
+SELECT pg_catalog.pg_extension_config_dump('generation_runs', '');
+SELECT pg_catalog.pg_extension_config_dump('artifacts', '');
 
 -- Blob store. An object is a blobs row pointing at a version of chunks; a
 -- write stages a new version and publishes it by repointing the row.
@@ -150,7 +217,10 @@ CREATE VIEW thread_owned_state AS
     SELECT thread_id, 'transcript'::text AS source FROM messages
     UNION ALL SELECT thread_id, 'run' FROM runs
     UNION ALL SELECT thread_id, 'checkpoint' FROM checkpoints
-    UNION ALL SELECT thread_id, 'head' FROM checkpoint_threads WHERE head_id IS NOT NULL;
+    UNION ALL SELECT thread_id, 'head' FROM checkpoint_threads WHERE head_id IS NOT NULL
+    UNION ALL SELECT thread_id, 'generation run' FROM generation_runs
+    UNION ALL SELECT thread_id, 'interrupt' FROM interrupts
+    UNION ALL SELECT thread_id, 'artifact' FROM artifacts;
 
 SELECT pg_catalog.pg_extension_config_dump('instances', '');
 SELECT pg_catalog.pg_extension_config_dump('runs', '');
@@ -193,7 +263,59 @@ CREATE FUNCTION message_load_thread(thread_id text) RETURNS json
 CREATE FUNCTION message_save_thread(thread_id text, messages json) RETURNS void
     AS 'MODULE_PATHNAME', 'message_save_thread' LANGUAGE C VOLATILE;
 
--- @chat-stores-functions
+-- interrupts
+CREATE FUNCTION interrupt_create(record json) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'interrupt_create' LANGUAGE C VOLATILE;
+CREATE FUNCTION interrupt_resolve(interrupt_id text, response json DEFAULT NULL,
+                                  now_ms bigint DEFAULT NULL) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'interrupt_resolve' LANGUAGE C VOLATILE;
+CREATE FUNCTION interrupt_cancel(interrupt_id text, now_ms bigint DEFAULT NULL) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'interrupt_cancel' LANGUAGE C VOLATILE;
+CREATE FUNCTION interrupt_commit_batch(entries json, now_ms bigint DEFAULT NULL) RETURNS void
+    AS 'MODULE_PATHNAME', 'interrupt_commit_batch' LANGUAGE C VOLATILE;
+CREATE FUNCTION interrupt_get(interrupt_id text) RETURNS json
+    AS 'MODULE_PATHNAME', 'interrupt_get' LANGUAGE C STABLE;
+CREATE FUNCTION interrupt_list(thread_id text) RETURNS json
+    AS 'MODULE_PATHNAME', 'interrupt_list' LANGUAGE C STABLE;
+CREATE FUNCTION interrupt_list_pending(thread_id text) RETURNS json
+    AS 'MODULE_PATHNAME', 'interrupt_list_pending' LANGUAGE C STABLE;
+CREATE FUNCTION interrupt_list_by_run(run_id text) RETURNS json
+    AS 'MODULE_PATHNAME', 'interrupt_list_by_run' LANGUAGE C STABLE;
+CREATE FUNCTION interrupt_list_pending_by_run(run_id text) RETURNS json
+    AS 'MODULE_PATHNAME', 'interrupt_list_pending_by_run' LANGUAGE C STABLE;
+
+-- metadata
+CREATE FUNCTION metadata_get(namespace text, meta_key text) RETURNS json
+    AS 'MODULE_PATHNAME', 'metadata_get' LANGUAGE C STABLE;
+CREATE FUNCTION metadata_set(namespace text, meta_key text, value json) RETURNS void
+    AS 'MODULE_PATHNAME', 'metadata_set' LANGUAGE C VOLATILE;
+CREATE FUNCTION metadata_delete(namespace text, meta_key text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'metadata_delete' LANGUAGE C VOLATILE;
+
+-- generation runs
+CREATE FUNCTION generation_run_create_or_resume(input json) RETURNS json
+    AS 'MODULE_PATHNAME', 'generation_run_create_or_resume' LANGUAGE C VOLATILE;
+CREATE FUNCTION generation_run_update(run_id text, patch json, clear json DEFAULT NULL)
+    RETURNS boolean
+    AS 'MODULE_PATHNAME', 'generation_run_update' LANGUAGE C VOLATILE;
+CREATE FUNCTION generation_run_get(run_id text) RETURNS json
+    AS 'MODULE_PATHNAME', 'generation_run_get' LANGUAGE C STABLE;
+CREATE FUNCTION generation_run_find_latest_for_thread(thread_id text) RETURNS json
+    AS 'MODULE_PATHNAME', 'generation_run_find_latest_for_thread' LANGUAGE C STABLE;
+
+-- artifacts
+CREATE FUNCTION artifact_save(record json) RETURNS void
+    AS 'MODULE_PATHNAME', 'artifact_save' LANGUAGE C VOLATILE;
+CREATE FUNCTION artifact_get(artifact_id text) RETURNS json
+    AS 'MODULE_PATHNAME', 'artifact_get' LANGUAGE C STABLE;
+CREATE FUNCTION artifact_list(run_id text) RETURNS json
+    AS 'MODULE_PATHNAME', 'artifact_list' LANGUAGE C STABLE;
+CREATE FUNCTION artifact_list_for_thread(thread_id text) RETURNS json
+    AS 'MODULE_PATHNAME', 'artifact_list_for_thread' LANGUAGE C STABLE;
+CREATE FUNCTION artifact_delete(artifact_id text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'artifact_delete' LANGUAGE C VOLATILE;
+CREATE FUNCTION artifact_delete_for_run(run_id text) RETURNS integer
+    AS 'MODULE_PATHNAME', 'artifact_delete_for_run' LANGUAGE C VOLATILE;
 
 -- blobs
 CREATE FUNCTION blob_put(blob_key text, body bytea, options json DEFAULT NULL,

@@ -346,11 +346,13 @@ BlobRecordResult(int first_col, MemoryContext outer)
 {
 	MemoryContext spi = MemoryContextSwitchTo(outer);
 	StringInfoData buf;
+	Datum		result;
 
 	initStringInfo(&buf);
 	BlobAppendRecord(&buf, 0, first_col);
+	result = SpJsonResult(&buf);
 	MemoryContextSwitchTo(spi);
-	return SpJsonResult(&buf);
+	return result;
 }
 
 /*

@@ -410,6 +410,7 @@ CkptRecordById(const char *checkpoint_id, bool read_only, MemoryContext outer, b
 	SpArgs		args;
 	StringInfoData buf;
 	MemoryContext spi;
+	Datum		result;
 
 	SpArgsInit(&args);
 	SpArgText(&args, checkpoint_id);
@@ -419,8 +420,9 @@ CkptRecordById(const char *checkpoint_id, bool read_only, MemoryContext outer, b
 	spi = MemoryContextSwitchTo(outer);
 	initStringInfo(&buf);
 	CkptAppendRecord(&buf, 0);
+	result = SpJsonResult(&buf);
 	MemoryContextSwitchTo(spi);
-	return SpJsonResult(&buf);
+	return result;
 }
 
 /* Split a conversation (a JSON array) into the exact text of each message. */

@@ -330,32 +330,90 @@ SpJsonDecodeString(const char *raw, int rawlen, char **out, int *outlen)
 }
 
 /*
- * Read a number node as an integer within +/-(2^53 - 1). A value written with
- * a fraction or exponent is accepted only when it is integral; it is never
- * rounded.
+ * Read a number node as an integer within +/-(2^53 - 1). The decision is made
+ * on the decimal text, never through a double: a value written with a
+ * fraction or exponent is accepted only when it is exactly integral
+ * (1000.0, 1e3), and is never rounded (1000.0000000000000001 is refused).
  */
 SpIntStatus
 SpJsonGetInt(const SpJson *node, int64 *out)
 {
-	char	   *s = pnstrdup(node->raw, node->rawlen);
-	bool		plain = (strspn(s + (s[0] == '-'), "0123456789") == strlen(s + (s[0] == '-')));
-	double		d;
+	const char *p = node->raw;
+	const char *end = node->raw + node->rawlen;
+	bool		negative = false;
+	char		digits[32];
+	int			ndigits = 0;
+	int64		point;			/* digits before the decimal point, after the exponent */
+	int64		exponent = 0;
+	int64		value = 0;
 
-	if (plain)
+	if (p < end && *p == '-')
 	{
-		/* Digits only: more than 16 of them is certainly out of range. */
-		if (strlen(s + (s[0] == '-')) > 16)
-			return SPI_OUT_OF_RANGE;
-		*out = strtoll(s, NULL, 10);
-		return (*out > SP_MAX_SAFE_INTEGER || *out < -SP_MAX_SAFE_INTEGER)
-			? SPI_OUT_OF_RANGE : SPI_OK;
+		negative = true;
+		p++;
 	}
-	d = strtod(s, NULL);
-	if (isinf(d) || fabs(d) > (double) SP_MAX_SAFE_INTEGER)
-		return isinf(d) || floor(d) == d ? SPI_OUT_OF_RANGE : SPI_NOT_INTEGRAL;
-	if (floor(d) != d)
-		return SPI_NOT_INTEGRAL;
-	*out = (int64) d;
+	/* significant digits, dropping leading zeros of the integer part */
+	point = 0;
+	for (; p < end && isdigit((unsigned char) *p); p++)
+	{
+		if (ndigits == 0 && *p == '0')
+			continue;
+		if (ndigits < (int) sizeof(digits))
+			digits[ndigits] = *p;
+		else if (*p != '0')
+			return SPI_OUT_OF_RANGE;
+		ndigits++;
+		point++;
+	}
+	if (p < end && *p == '.')
+	{
+		for (p++; p < end && isdigit((unsigned char) *p); p++)
+		{
+			if (ndigits == 0 && *p == '0')
+			{
+				point--;		/* 0.00x: leading zeros move the point */
+				continue;
+			}
+			if (ndigits < (int) sizeof(digits))
+				digits[ndigits++] = *p;
+			else if (*p != '0')
+				return SPI_NOT_INTEGRAL;	/* a nonzero digit far past the point */
+		}
+	}
+	if (p < end && (*p == 'e' || *p == 'E'))
+	{
+		bool		eneg = false;
+
+		p++;
+		if (p < end && (*p == '+' || *p == '-'))
+			eneg = (*p++ == '-');
+		for (; p < end && isdigit((unsigned char) *p); p++)
+			if (exponent < 100000)
+				exponent = exponent * 10 + (*p - '0');
+		if (eneg)
+			exponent = -exponent;
+	}
+	if (ndigits == 0)
+	{
+		*out = 0;
+		return SPI_OK;
+	}
+	point += exponent;
+	/* every significant digit at or after the point must be zero */
+	for (int i = Max(point, 0); i < Min(ndigits, (int) sizeof(digits)); i++)
+		if (digits[i] != '0')
+			return SPI_NOT_INTEGRAL;
+	if (point <= 0)
+		return SPI_NOT_INTEGRAL;	/* 0 < |value| < 1 */
+	if (point > 16)
+		return SPI_OUT_OF_RANGE;
+	for (int i = 0; i < point; i++)
+	{
+		value = value * 10 + (i < ndigits ? digits[i] - '0' : 0);
+	}
+	if (value > SP_MAX_SAFE_INTEGER)
+		return SPI_OUT_OF_RANGE;
+	*out = negative ? -value : value;
 	return SPI_OK;
 }
 
@@ -485,7 +543,10 @@ SpAppendDouble(StringInfo buf, double v)
 	appendStringInfoString(buf, tmp);
 }
 
-/* Return a built JSON text as a json datum. */
+/*
+ * Return a built JSON text as a json datum, allocated in the current memory
+ * context: call it in the caller's context, never inside SPI's.
+ */
 Datum
 SpJsonResult(StringInfo buf)
 {

@@ -157,6 +157,7 @@ RunQueryResult(SpQuery *q, SpArgs *args, bool single, bool read_only,
 	int			n = SpExec(q, args, read_only, single ? 1 : 0);
 	MemoryContext spi = MemoryContextSwitchTo(outer);
 	StringInfoData buf;
+	Datum		result = (Datum) 0;
 
 	*isnull = false;
 	initStringInfo(&buf);
@@ -178,8 +179,10 @@ RunQueryResult(SpQuery *q, SpArgs *args, bool single, bool read_only,
 		}
 		appendStringInfoChar(&buf, ']');
 	}
+	if (!*isnull)
+		result = SpJsonResult(&buf);
 	MemoryContextSwitchTo(spi);
-	return *isnull ? (Datum) 0 : SpJsonResult(&buf);
+	return result;
 }
 
 /* Look up runs by one text key and return a record or an array. */

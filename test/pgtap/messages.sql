@@ -21,14 +21,73 @@ CREATE FUNCTION pg_temp.state() RETURNS text LANGUAGE sql AS $$
         (SELECT string_agg(m::text, E'\n' ORDER BY m.thread_id) FROM sandbox_persist.messages m))
 $$;
 
--- A bad call: asserts the SQLSTATE, then that nothing changed.
-CREATE FUNCTION pg_temp.rejects(sql text, code text, descr text)
+-- {sqlstate, message, detail, state after} of one attempt at a statement.
+-- The attempt is always undone: a call that wrongly succeeds is rolled back
+-- (its state afterwards is returned in [4]) so it cannot disturb later cases.
+CREATE FUNCTION pg_temp.attempt(sql text) RETURNS text[] LANGUAGE plpgsql AS $$
+DECLARE
+    st text; msg text; det text; after text;
+BEGIN
+    BEGIN
+        EXECUTE sql;
+        after := pg_temp.state();
+        RAISE EXCEPTION USING ERRCODE = 'ZZ999', MESSAGE = 'no error';
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+    END;
+    IF st = 'ZZ999' THEN
+        RETURN ARRAY[NULL, NULL, NULL, after];
+    END IF;
+    RETURN ARRAY[st, msg, det, NULL];
+END
+$$;
+
+-- Run a statement for throws_ok; if it succeeds, undo it and raise ZZ999.
+CREATE FUNCTION pg_temp.undo_if_ok(sql text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE sql;
+    RAISE EXCEPTION USING ERRCODE = 'ZZ999',
+        MESSAGE = 'the call succeeded (the test rolled it back)';
+END
+$$;
+
+-- 'SQLSTATE CODE_NAME' when errdetail starts with '<CODE_NAME>: <sentence>'.
+CREATE FUNCTION pg_temp.sp_code(sql text) RETURNS text LANGUAGE sql AS $$
+    SELECT CASE WHEN e[1] IS NULL THEN 'no error'
+                ELSE e[1] || ' ' || coalesce(substring(e[3] FROM '^([A-Z0-9_]+): \S'),
+                                             '<detail: ' || coalesce(e[3], 'none') || '>')
+           END
+    FROM (SELECT pg_temp.attempt(sql) AS e) s
+$$;
+
+-- A bad call: asserts the SQLSTATE with throws_ok (and, when given, a
+-- pattern the error message must match, e.g. the unknown key's name), then
+-- that nothing changed. A wrongly accepted call fails both and is undone.
+CREATE FUNCTION pg_temp.rejects(sql text, code text, descr text, msg_re text DEFAULT NULL)
 RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE
     before text := pg_temp.state();
+    a text[] := pg_temp.attempt(sql);
 BEGIN
-    RETURN NEXT throws_ok(sql, code::char(5), NULL, descr || ' -> ' || code);
-    RETURN NEXT is(pg_temp.state(), before, descr || ': nothing changed');
+    RETURN NEXT throws_ok(format('SELECT pg_temp.undo_if_ok(%L)', sql), code::char(5), NULL,
+                          descr || ' -> ' || code);
+    IF msg_re IS NOT NULL THEN
+        RETURN NEXT matches(coalesce(a[2], 'no error'), msg_re, descr || ': the message names it');
+    END IF;
+    RETURN NEXT is(coalesce(a[4], pg_temp.state()), before, descr || ': nothing changed');
+END
+$$;
+
+-- The same for a contract error: SQLSTATE and the code name in errdetail.
+CREATE FUNCTION pg_temp.rejects_sp(sql text, code text, code_name text, descr text)
+RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE
+    before text := pg_temp.state();
+    a text[] := pg_temp.attempt(sql);
+BEGIN
+    RETURN NEXT is(pg_temp.sp_code(sql), code || ' ' || code_name,
+                   descr || ' -> ' || code || ' ' || code_name);
+    RETURN NEXT is(coalesce(a[4], pg_temp.state()), before, descr || ': nothing changed');
 END
 $$;
 

@@ -3,7 +3,7 @@
 -- V1-V11, V13-V16, V20, V26 (runs part).
 -- Run with: pg_prove -d <db> test/pgtap/runs.sql (needs allow_test_reset).
 BEGIN;
-SELECT plan(263);
+SELECT plan(283);
 SELECT sandbox_persist._reset_for_tests();
 
 ------------------------------------------------------------------------------
@@ -22,42 +22,73 @@ CREATE FUNCTION pg_temp.state() RETURNS text LANGUAGE sql AS $$
         (SELECT string_agg(m::text, E'\n' ORDER BY m.thread_id) FROM sandbox_persist.messages m))
 $$;
 
--- {sqlstate, message, detail} of the error a statement raises, or NULL.
-CREATE FUNCTION pg_temp.err(sql text) RETURNS text[] LANGUAGE plpgsql AS $$
+-- {sqlstate, message, detail, state after} of one attempt at a statement.
+-- The attempt is always undone: a call that wrongly succeeds is rolled back
+-- (its state afterwards is returned in [4]) so it cannot disturb later cases.
+CREATE FUNCTION pg_temp.attempt(sql text) RETURNS text[] LANGUAGE plpgsql AS $$
 DECLARE
-    st text; msg text; det text;
+    st text; msg text; det text; after text;
+BEGIN
+    BEGIN
+        EXECUTE sql;
+        after := pg_temp.state();
+        RAISE EXCEPTION USING ERRCODE = 'ZZ999', MESSAGE = 'no error';
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+    END;
+    IF st = 'ZZ999' THEN
+        RETURN ARRAY[NULL, NULL, NULL, after];
+    END IF;
+    RETURN ARRAY[st, msg, det, NULL];
+END
+$$;
+
+-- Run a statement for throws_ok; if it succeeds, undo it and raise ZZ999.
+CREATE FUNCTION pg_temp.undo_if_ok(sql text) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     EXECUTE sql;
-    RETURN NULL;
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
-    RETURN ARRAY[st, msg, det];
+    RAISE EXCEPTION USING ERRCODE = 'ZZ999',
+        MESSAGE = 'the call succeeded (the test rolled it back)';
 END
 $$;
 
 -- 'SQLSTATE CODE_NAME' when errdetail starts with '<CODE_NAME>: <sentence>'.
 CREATE FUNCTION pg_temp.sp_code(sql text) RETURNS text LANGUAGE sql AS $$
-    SELECT CASE WHEN e IS NULL THEN 'no error'
+    SELECT CASE WHEN e[1] IS NULL THEN 'no error'
                 ELSE e[1] || ' ' || coalesce(substring(e[3] FROM '^([A-Z0-9_]+): \S'),
                                              '<detail: ' || coalesce(e[3], 'none') || '>')
            END
-    FROM (SELECT pg_temp.err(sql) AS e) s
+    FROM (SELECT pg_temp.attempt(sql) AS e) s
 $$;
 
--- A bad call: asserts the SQLSTATE (and, when given, a pattern the error
--- message must match, e.g. the unknown key's name), then that nothing changed.
+-- A bad call: asserts the SQLSTATE with throws_ok (and, when given, a
+-- pattern the error message must match, e.g. the unknown key's name), then
+-- that nothing changed. A wrongly accepted call fails both and is undone.
 CREATE FUNCTION pg_temp.rejects(sql text, code text, descr text, msg_re text DEFAULT NULL)
 RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE
     before text := pg_temp.state();
-    e text[];
+    a text[] := pg_temp.attempt(sql);
 BEGIN
-    RETURN NEXT throws_ok(sql, code::char(5), NULL, descr || ' -> ' || code);
+    RETURN NEXT throws_ok(format('SELECT pg_temp.undo_if_ok(%L)', sql), code::char(5), NULL,
+                          descr || ' -> ' || code);
     IF msg_re IS NOT NULL THEN
-        e := pg_temp.err(sql);
-        RETURN NEXT matches(coalesce(e[2], 'no error'), msg_re, descr || ': the message names it');
+        RETURN NEXT matches(coalesce(a[2], 'no error'), msg_re, descr || ': the message names it');
     END IF;
-    RETURN NEXT is(pg_temp.state(), before, descr || ': nothing changed');
+    RETURN NEXT is(coalesce(a[4], pg_temp.state()), before, descr || ': nothing changed');
+END
+$$;
+
+-- The same for a contract error: SQLSTATE and the code name in errdetail.
+CREATE FUNCTION pg_temp.rejects_sp(sql text, code text, code_name text, descr text)
+RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE
+    before text := pg_temp.state();
+    a text[] := pg_temp.attempt(sql);
+BEGIN
+    RETURN NEXT is(pg_temp.sp_code(sql), code || ' ' || code_name,
+                   descr || ' -> ' || code || ' ' || code_name);
+    RETURN NEXT is(coalesce(a[4], pg_temp.state()), before, descr || ': nothing changed');
 END
 $$;
 
@@ -140,6 +171,10 @@ SELECT is(sandbox_persist.run_create_or_resume(
 SELECT is(sandbox_persist.run_get('nc-1')::jsonb,
     '{"runId":"nc-1","threadId":"nc-t","status":"completed","startedAt":10,"finishedAt":20}'::jsonb,
     'P04.2 the stored record is not rewritten by the resume');
+SELECT is(sandbox_persist.run_create_or_resume(
+        '{"runId":"nc-2","threadId":"nc-t","startedAt":30,"status":"completed"}')::jsonb,
+    '{"runId":"nc-2","threadId":"nc-t","status":"completed","startedAt":30}'::jsonb,
+    'P04.3 a first call with a terminal status stores it and stamps no finishedAt');
 
 ------------------------------------------------------------------------------
 -- P05: findActiveRun.
@@ -161,6 +196,16 @@ SELECT is(sandbox_persist.run_find_active_run('thread-active')::jsonb,
 SELECT sandbox_persist.run_update('active-1', '{"status":"completed","finishedAt":1500}');
 SELECT ok(sandbox_persist.run_find_active_run('thread-active') IS NULL,
     'P05.5 when both are completed findActiveRun is SQL NULL');
+SELECT sandbox_persist.run_create_or_resume('{"runId":"active-3","threadId":"thread-active","startedAt":3000}');
+SELECT sandbox_persist.run_update('active-3', '{"status":"interrupted"}');
+SELECT ok(sandbox_persist.run_find_active_run('thread-active') IS NULL,
+    'P05.6 an interrupted run is not active (only status running counts)');
+SELECT sandbox_persist.run_create_or_resume('{"runId":"active-4","threadId":"thread-active","startedAt":500}');
+SELECT sandbox_persist.run_update('active-4', '{"detachedSince":600,"sandboxKey":"sk-4"}');
+SELECT is(sandbox_persist.run_find_active_run('thread-active')->>'runId', 'active-4',
+    'P05.7 a detached running run is active (reconnecting clients attach to it)');
+-- Re-attach it so the global listReclaimable checks of P07 see only rc-* runs.
+SELECT sandbox_persist.run_update('active-4', '{"detachedSince":null}');
 
 ------------------------------------------------------------------------------
 -- P06: listByThread orders by startedAt.
@@ -293,23 +338,21 @@ SELECT sandbox_persist._reset_for_tests();
 SELECT sandbox_persist.run_create_or_resume('{"runId":"k-1","threadId":"k-t","startedAt":1}');
 SELECT sandbox_persist.run_update('k-1', '{"driverEpoch":5,"sandboxKey":"sk-1"}');
 
-SELECT is(pg_temp.sp_code($$SELECT sandbox_persist.run_update('k-1',
-        '{"status":"completed","finishedAt":9,"sandboxKey":"sk-2","driverEpoch":5}')$$),
-    'SP201 RUN_EPOCH_NOT_INCREASING',
-    'K1.1 driverEpoch equal to the stored epoch -> SP201 RUN_EPOCH_NOT_INCREASING');
-SELECT is(pg_temp.sp_code($$SELECT sandbox_persist.run_update('k-1',
-        '{"detachedSince":7,"usage":{"a":1},"driverEpoch":4}')$$),
-    'SP201 RUN_EPOCH_NOT_INCREASING',
-    'K1.2 driverEpoch below the stored epoch -> SP201 RUN_EPOCH_NOT_INCREASING');
-SELECT matches((pg_temp.err($$SELECT sandbox_persist.run_update('k-1', '{"driverEpoch":4}')$$))[3],
+SELECT * FROM pg_temp.rejects_sp($$SELECT sandbox_persist.run_update('k-1',
+        '{"status":"completed","finishedAt":9,"sandboxKey":"sk-2","driverEpoch":5}')$$,
+    'SP201', 'RUN_EPOCH_NOT_INCREASING', 'K1.1 driverEpoch equal to the stored epoch');
+SELECT * FROM pg_temp.rejects_sp($$SELECT sandbox_persist.run_update('k-1',
+        '{"detachedSince":7,"usage":{"a":1},"driverEpoch":4}')$$,
+    'SP201', 'RUN_EPOCH_NOT_INCREASING', 'K1.2 driverEpoch below the stored epoch');
+SELECT matches((pg_temp.attempt($$SELECT sandbox_persist.run_update('k-1', '{"driverEpoch":4}')$$))[3],
     '^RUN_EPOCH_NOT_INCREASING: [A-Z].*\.$',
     'K1.3 the SP201 errdetail is the code name, a colon, a space and a full sentence');
 SELECT is(sandbox_persist.run_get('k-1')::jsonb,
     '{"runId":"k-1","threadId":"k-t","status":"running","startedAt":1,"sandboxKey":"sk-1","driverEpoch":5}'::jsonb,
     'K1.4 no field of a refused patch is applied');
-SELECT * FROM pg_temp.rejects($$SELECT sandbox_persist.run_update('k-1',
+SELECT * FROM pg_temp.rejects_sp($$SELECT sandbox_persist.run_update('k-1',
         '{"status":"aborted","cancelRequested":true,"driverEpoch":0}')$$,
-    'SP201', 'K1.5 driverEpoch 0 over a stored 5');
+    'SP201', 'RUN_EPOCH_NOT_INCREASING', 'K1.5 driverEpoch 0 over a stored 5');
 SELECT is(sandbox_persist.run_update('k-1', '{"driverEpoch":6,"sandboxKey":"sk-3"}'), true,
     'K1.6 a greater driverEpoch is accepted');
 SELECT is(sandbox_persist.run_get('k-1')::jsonb,
@@ -317,9 +360,8 @@ SELECT is(sandbox_persist.run_get('k-1')::jsonb,
     'K1.7 the accepted patch is applied whole');
 SELECT sandbox_persist.run_create_or_resume('{"runId":"k-1z","threadId":"k-t","startedAt":1}');
 SELECT sandbox_persist.run_update('k-1z', '{"driverEpoch":0}');
-SELECT is(pg_temp.sp_code($$SELECT sandbox_persist.run_update('k-1z', '{"driverEpoch":0}')$$),
-    'SP201 RUN_EPOCH_NOT_INCREASING',
-    'K1.8 a stored epoch of 0 is non-null: writing 0 again -> SP201');
+SELECT * FROM pg_temp.rejects_sp($$SELECT sandbox_persist.run_update('k-1z', '{"driverEpoch":0}')$$,
+    'SP201', 'RUN_EPOCH_NOT_INCREASING', 'K1.8 a stored epoch of 0 is non-null: writing 0 again');
 SELECT is(sandbox_persist.run_get('k-1z')->>'driverEpoch', '0',
     'K1.9 the stored epoch 0 is kept after the refusal');
 
@@ -400,6 +442,9 @@ SELECT is(pg_temp.ids(sandbox_persist.run_list_by_thread('r34-t')),
 SELECT sandbox_persist.run_update('r34-z', '{"status":"completed"}');
 SELECT is(sandbox_persist.run_find_active_run('r34-t')->>'runId', 'r34-m',
     'R34.3 when the earliest completes, the next inserted running run is returned');
+SELECT is(pg_temp.ids(sandbox_persist.run_list_by_thread('r34-t')),
+    ARRAY['r34-early', 'r34-z', 'r34-m', 'r34-a'],
+    'R34.4 listByThread lists every status and keeps the order after updates');
 
 ------------------------------------------------------------------------------
 -- S20: a run never detached is not reclaimable for ttl 0, -1, 2^53 - 1.
@@ -515,6 +560,9 @@ SELECT * FROM pg_temp.rejects($$SELECT sandbox_persist.run_update('v-run', '{"th
     '22023', 'V6.5 threadId is not a patch key', 'threadId');
 SELECT * FROM pg_temp.rejects($$SELECT sandbox_persist.run_update('v-run', '{"runId":"v-run","status":"completed"}')$$,
     '22023', 'V6.6 runId is not a patch key', 'runId');
+SELECT is(sandbox_persist.run_create_or_resume('{"run\u0049d":"v-esc","threadId":"v-t","startedAt":1}')->>'runId',
+    'v-esc',
+    'V6.7 (control) an escaped member name (run\u0049d) is the key runId, not an unknown key');
 
 -- V7 unknown status
 SELECT * FROM pg_temp.rejects($$SELECT sandbox_persist.run_update('v-run', '{"status":"canceled"}')$$,
@@ -541,6 +589,17 @@ SELECT * FROM pg_temp.rejects($$SELECT sandbox_persist.run_update('v-run', '{"de
     '22023', 'V9.3 patch detachedSince 0.1');
 SELECT * FROM pg_temp.rejects($$SELECT sandbox_persist.run_update('v-run', '{"driverEpoch":3.5}')$$,
     '22023', 'V9.4 patch driverEpoch 3.5');
+-- Fractions that a double cannot represent must not be rounded to an integer either.
+SELECT * FROM pg_temp.rejects($$SELECT sandbox_persist.run_create_or_resume('{"runId":"v-new","threadId":"v-t","startedAt":9007199254740990.9}')$$,
+    '22023', 'V9.5 startedAt 9007199254740990.9 (within range, fractional)');
+SELECT * FROM pg_temp.rejects($$SELECT sandbox_persist.run_update('v-run', '{"finishedAt":1000.0000000000000001}')$$,
+    '22023', 'V9.6 patch finishedAt 1000.0000000000000001');
+SELECT * FROM pg_temp.rejects($$SELECT sandbox_persist.run_update('v-run', '{"detachedSince":1e-400}')$$,
+    '22023', 'V9.7 patch detachedSince 1e-400 (a positive fraction)');
+SELECT is(sandbox_persist.run_create_or_resume(
+        '{"runId":"v-exp","threadId":"v-t","startedAt":15e2}')->>'startedAt',
+    '1500',
+    'V9.8 (control) an integral value in exponent form (15e2) is accepted as 1500');
 
 -- V10 integers beyond +/-(2^53 - 1)
 SELECT * FROM pg_temp.rejects($$SELECT sandbox_persist.run_create_or_resume('{"runId":"v-new","threadId":"v-t","startedAt":9007199254740992}')$$,
@@ -579,12 +638,21 @@ SELECT * FROM pg_temp.rejects($$SELECT sandbox_persist.run_update('v-run', '{"sa
 SELECT lives_ok($$SELECT sandbox_persist.run_update('v-run',
         '{"error":{"message":"cat: \u0000\u0001 binary","code":"c\u0000"},"usage":{"n\u0000":"\u0000","n\u0000":2}}')$$,
     'V13.4 \u0000 inside a run error and usage (opaque) is accepted');
-SELECT is((sandbox_persist.run_get('v-run')->'error')::text,
-    '{"message":"cat: \u0000\u0001 binary","code":"c\u0000"}',
-    'V13.5 the error with \u0000 reads back byte for byte');
-SELECT is((sandbox_persist.run_get('v-run')->'usage')::text,
-    '{"n\u0000":"\u0000","n\u0000":2}',
-    'V13.6 usage with \u0000 and a duplicate key reads back byte for byte');
+-- (json operators cannot extract from text holding \u0000: compare whole records)
+SELECT is(sandbox_persist.run_get('v-run')::text,
+    '{"runId":"v-run","threadId":"v-t","status":"running","startedAt":100,'
+    '"error":{"message":"cat: \u0000\u0001 binary","code":"c\u0000"},"usage":{"n\u0000":"\u0000","n\u0000":2},'
+    '"sandboxKey":"sk","driverEpoch":2}',
+    'V13.5 error and usage with \u0000 and a duplicate key read back byte for byte (exact record text)');
+SELECT ok(strpos(sandbox_persist.run_list_by_thread('v-t')::text,
+        '"error":{"message":"cat: \u0000\u0001 binary","code":"c\u0000"},"usage":{"n\u0000":"\u0000","n\u0000":2}') > 0,
+    'V13.6 listByThread splices the same error and usage text verbatim');
+SELECT is(sandbox_persist.run_create_or_resume(
+        '{"runId":"v-a\/b\"c\\d\n\u0001","threadId":"v-t","startedAt":1}')->>'runId',
+    E'v-a/b"c\\d\n\x01',
+    'V13.7 (control) escapes other than \u0000 (quote, backslash, newline, U+0001) decode and round-trip');
+SELECT ok(sandbox_persist.run_get(E'v-a/b"c\\d\n\x01') IS NOT NULL,
+    'V13.8 (control) that run is found under its decoded id');
 
 -- V14 lone surrogate escapes in structural ids; preserved in opaque payloads
 SELECT * FROM pg_temp.rejects($$SELECT sandbox_persist.run_create_or_resume('{"runId":"\ud800","threadId":"v-t","startedAt":1}')$$,
@@ -603,8 +671,11 @@ SELECT ok(sandbox_persist.run_get('v-😀') IS NOT NULL,
     'V14.6 (control) the run is found under its decoded UTF-8 id');
 SELECT lives_ok($$SELECT sandbox_persist.run_update('v-run', '{"usage":{"s":"\ud800","k\udfff":1}}')$$,
     'V14.7 a lone surrogate escape inside usage (opaque) is accepted');
-SELECT is((sandbox_persist.run_get('v-run')->'usage')::text, '{"s":"\ud800","k\udfff":1}',
-    'V14.8 usage with lone surrogate escapes reads back byte for byte');
+SELECT is(sandbox_persist.run_get('v-run')::text,
+    '{"runId":"v-run","threadId":"v-t","status":"running","startedAt":100,'
+    '"error":{"message":"cat: \u0000\u0001 binary","code":"c\u0000"},"usage":{"s":"\ud800","k\udfff":1},'
+    '"sandboxKey":"sk","driverEpoch":2}',
+    'V14.8 usage with lone surrogate escapes reads back byte for byte (exact record text)');
 
 -- V15 ids over 1024 UTF-8 bytes
 SELECT * FROM pg_temp.rejects(format($$SELECT sandbox_persist.run_create_or_resume('{"runId":"%s","threadId":"v-t","startedAt":1}')$$, repeat('a', 1025)),

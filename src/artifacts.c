@@ -1,0 +1,241 @@
+/*
+ * artifacts.c
+ *
+ * The artifact store (persistence-stores.md section 6): save as insert or
+ * full replace (an absent blobKey or sourceUrl becomes absent, and a re-save
+ * may move the record to another run or thread), get, the run and thread
+ * lists ordered by createdAt then artifactId bytes, delete and deleteForRun.
+ * createdAt is any finite number (float8), written back in shortest
+ * round-trip form.
+ *
+ * Locking: per-row atomicity of INSERT ... ON CONFLICT DO UPDATE (last writer
+ * wins); deletes are plain DELETEs.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+
+#include "sandbox_persist.h"
+
+PG_FUNCTION_INFO_V1(artifact_save);
+PG_FUNCTION_INFO_V1(artifact_get);
+PG_FUNCTION_INFO_V1(artifact_list);
+PG_FUNCTION_INFO_V1(artifact_list_for_thread);
+PG_FUNCTION_INFO_V1(artifact_delete);
+PG_FUNCTION_INFO_V1(artifact_delete_for_run);
+
+/* The columns ArtifactAppendRecord reads, in its order. */
+#define ARTIFACT_COLUMNS \
+	"artifact_id, run_id, thread_id, blob_key, name, mime_type, size, source_url, created_at"
+
+/* Full replace: every column is written, so absent optionals become NULL. */
+static SpQuery artifact_upsert = {
+	"INSERT INTO sandbox_persist.artifacts (artifact_id, run_id, thread_id, blob_key, name,"
+	" mime_type, size, source_url, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+	" ON CONFLICT (artifact_id) DO UPDATE SET run_id = EXCLUDED.run_id,"
+	" thread_id = EXCLUDED.thread_id, blob_key = EXCLUDED.blob_key, name = EXCLUDED.name,"
+	" mime_type = EXCLUDED.mime_type, size = EXCLUDED.size,"
+	" source_url = EXCLUDED.source_url, created_at = EXCLUDED.created_at",
+	9, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, FLOAT8OID}
+};
+
+static SpQuery artifact_select = {
+	"SELECT " ARTIFACT_COLUMNS " FROM sandbox_persist.artifacts WHERE artifact_id = $1",
+	1, {TEXTOID}
+};
+
+/* Served by artifacts_run_order (run_id, created_at, artifact_id): no sort step. */
+static SpQuery artifact_by_run = {
+	"SELECT " ARTIFACT_COLUMNS " FROM sandbox_persist.artifacts"
+	" WHERE run_id = $1 ORDER BY created_at, artifact_id",
+	1, {TEXTOID}
+};
+
+/* Served by artifacts_thread_order (thread_id, created_at, artifact_id): no sort step. */
+static SpQuery artifact_by_thread = {
+	"SELECT " ARTIFACT_COLUMNS " FROM sandbox_persist.artifacts"
+	" WHERE thread_id = $1 ORDER BY created_at, artifact_id",
+	1, {TEXTOID}
+};
+
+static SpQuery artifact_delete_stmt = {
+	"DELETE FROM sandbox_persist.artifacts WHERE artifact_id = $1",
+	1, {TEXTOID}
+};
+
+static SpQuery artifact_delete_run_stmt = {
+	"DELETE FROM sandbox_persist.artifacts WHERE run_id = $1",
+	1, {TEXTOID}
+};
+
+/* Append the ArtifactRecord of SPI result row `row`, omitting unset optionals. */
+static void
+ArtifactAppendRecord(StringInfo buf, int row)
+{
+	bool		first = true;
+	char	   *s;
+	int64		size = 0;
+	double		created_at = 0;
+
+	appendStringInfoChar(buf, '{');
+	SpAppendKey(buf, &first, "artifactId");
+	SpAppendString(buf, SpGetText(row, 1));
+	SpAppendKey(buf, &first, "runId");
+	SpAppendString(buf, SpGetText(row, 2));
+	SpAppendKey(buf, &first, "threadId");
+	SpAppendString(buf, SpGetText(row, 3));
+	if ((s = SpGetText(row, 4)) != NULL)
+	{
+		SpAppendKey(buf, &first, "blobKey");
+		SpAppendString(buf, s);
+	}
+	SpAppendKey(buf, &first, "name");
+	SpAppendString(buf, SpGetText(row, 5));
+	SpAppendKey(buf, &first, "mimeType");
+	SpAppendString(buf, SpGetText(row, 6));
+	SpGetInt64(row, 7, &size);
+	SpAppendKey(buf, &first, "size");
+	SpAppendInt64(buf, size);
+	if ((s = SpGetText(row, 8)) != NULL)
+	{
+		SpAppendKey(buf, &first, "sourceUrl");
+		SpAppendString(buf, s);
+	}
+	SpGetFloat8(row, 9, &created_at);
+	SpAppendKey(buf, &first, "createdAt");
+	SpAppendDouble(buf, created_at);
+	appendStringInfoChar(buf, '}');
+}
+
+/*
+ * Look up artifacts by one text key and return a record (NULL when none) or
+ * an array, built in the caller's memory context.
+ */
+static Datum
+ArtifactLookup(FunctionCallInfo fcinfo, SpQuery *q, const char *argname, bool single)
+{
+	char	   *key = CheckIdArg(fcinfo, 0, argname, SP_ID_MAX_BYTES);
+	MemoryContext outer = CurrentMemoryContext;
+	MemoryContext spi;
+	StringInfoData buf;
+	SpArgs		args;
+	int			n;
+
+	SPI_connect();
+	SpArgsInit(&args);
+	SpArgText(&args, key);
+	n = SpExec(q, &args, true, single ? 1 : 0);
+	spi = MemoryContextSwitchTo(outer);
+	initStringInfo(&buf);
+	if (single)
+	{
+		if (n > 0)
+			ArtifactAppendRecord(&buf, 0);
+	}
+	else
+	{
+		appendStringInfoChar(&buf, '[');
+		for (int i = 0; i < n; i++)
+		{
+			if (i > 0)
+				appendStringInfoChar(&buf, ',');
+			ArtifactAppendRecord(&buf, i);
+		}
+		appendStringInfoChar(&buf, ']');
+	}
+	MemoryContextSwitchTo(spi);
+	SPI_finish();
+	if (single && n == 0)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(SpJsonResult(&buf));
+}
+
+/* Run a DELETE keyed by one text argument and return the rows it removed. */
+static int
+ArtifactDelete(FunctionCallInfo fcinfo, SpQuery *q, const char *argname)
+{
+	char	   *key = CheckIdArg(fcinfo, 0, argname, SP_ID_MAX_BYTES);
+	SpArgs		args;
+	int			n;
+
+	SPI_connect();
+	SpArgsInit(&args);
+	SpArgText(&args, key);
+	n = SpExec(q, &args, false, 0);
+	SPI_finish();
+	return n;
+}
+
+/*
+ * artifact_save(record json): insert the artifact or replace every field of
+ * the stored one (absent blobKey / sourceUrl become absent).
+ */
+Datum
+artifact_save(PG_FUNCTION_ARGS)
+{
+	static const char *const names[] = {
+		"artifactId", "runId", "threadId", "blobKey", "name", "mimeType", "size",
+		"sourceUrl", "createdAt"
+	};
+	SpJson	   *rec = CheckJsonObjectArg(fcinfo, 0, "record");
+	SpJson	   *f[lengthof(names)];
+	SpArgs		args;
+
+	SpJsonMembers(rec, names, lengthof(names), f, "an artifact record", false,
+				  ERRCODE_INVALID_PARAMETER_VALUE, -1);
+	SpArgsInit(&args);
+	SpArgText(&args, CheckIdJson(f[0], "artifactId", SP_ID_MAX_BYTES));
+	SpArgText(&args, CheckIdJson(f[1], "runId", SP_ID_MAX_BYTES));
+	SpArgText(&args, CheckIdJson(f[2], "threadId", SP_ID_MAX_BYTES));
+	/* blobKey names a blob, so it follows the blob key rules when present */
+	if (f[3] == NULL || f[3]->kind == SPJ_NULL)
+		SpArgNull(&args);
+	else
+		SpArgText(&args, CheckIdJson(f[3], "blobKey", SP_KEY_MAX_BYTES));
+	SpArgText(&args, CheckStringJson(f[4], "name"));
+	SpArgText(&args, CheckStringJson(f[5], "mimeType"));
+	SpArgInt64(&args, CheckIntJson(f[6], "size", 0));
+	SpArgText(&args, CheckOptStringJson(f[7], "sourceUrl"));
+	SpArgFloat8(&args, CheckNumberJson(f[8], "createdAt"));
+
+	SPI_connect();
+	SpExec(&artifact_upsert, &args, false, 0);
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/* artifact_get(artifact_id text) -> json: the record, or NULL. */
+Datum
+artifact_get(PG_FUNCTION_ARGS)
+{
+	return ArtifactLookup(fcinfo, &artifact_select, "artifact_id", true);
+}
+
+/* artifact_list(run_id text) -> json: the run's artifacts by createdAt, then artifactId bytes. */
+Datum
+artifact_list(PG_FUNCTION_ARGS)
+{
+	return ArtifactLookup(fcinfo, &artifact_by_run, "run_id", false);
+}
+
+/* artifact_list_for_thread(thread_id text) -> json: the thread's whole artifact history, in list order. */
+Datum
+artifact_list_for_thread(PG_FUNCTION_ARGS)
+{
+	return ArtifactLookup(fcinfo, &artifact_by_thread, "thread_id", false);
+}
+
+/* artifact_delete(artifact_id text) -> boolean: true when a record was removed. */
+Datum
+artifact_delete(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(ArtifactDelete(fcinfo, &artifact_delete_stmt, "artifact_id") > 0);
+}
+
+/* artifact_delete_for_run(run_id text) -> integer: how many of the run's records were removed. */
+Datum
+artifact_delete_for_run(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(ArtifactDelete(fcinfo, &artifact_delete_run_stmt, "run_id"));
+}

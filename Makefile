@@ -25,7 +25,11 @@ OBJS = \
 	src/zstd_codec.o \
 	src/blob_storage.o \
 	src/blobs.o \
-	src/blob_uploads.o
+	src/blob_uploads.o \
+	src/claims.o \
+	src/locks.o \
+	src/event_log.o \
+	src/maintenance.o
 
 DATA = $(wildcard sql/sandbox_persist--*.sql)
 

@@ -77,15 +77,6 @@ BEGIN
 END
 $$;
 
--- Sanity: the final checkpoint gives back exactly the final transcript,
--- message by message (separators between elements may be normalised).
-CREATE TABLE bench.conv_roundtrip AS
-    SELECT (SELECT array_agg(e::text ORDER BY o)
-              FROM json_array_elements(
-                       sandbox_persist.checkpoint_get('checkpoint-run-' || :ncheckpoints)
-                       -> 'conversation') WITH ORDINALITY AS x(e, o))
-           = (SELECT array_agg(body ORDER BY k) FROM bench.transcript) AS exact;
-
 CREATE TABLE bench.conv_result AS
 SELECT
     (SELECT conv_bytes FROM bench.conv_appends WHERE k = :ncheckpoints) AS final_bytes,
@@ -97,10 +88,37 @@ SELECT
     (SELECT sum(conv_bytes) FROM bench.conv_appends) AS naive_bytes,
     (SELECT count(*) FROM sandbox_persist.checkpoints WHERE thread_id = :'thread') AS checkpoints,
     pg_total_relation_size('sandbox_persist.conversation_messages') AS messages_relation_bytes,
-    (SELECT exact FROM bench.conv_roundtrip) AS roundtrip_exact,
     (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY append_ms)
        FROM bench.conv_appends WHERE k <= 20) AS first20_median_ms,
     (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY append_ms)
        FROM bench.conv_appends WHERE k > :ncheckpoints - 20) AS last20_median_ms,
     (SELECT avg(conv_bytes) FROM bench.conv_appends WHERE k <= 20) AS first20_conv_bytes,
     (SELECT avg(conv_bytes) FROM bench.conv_appends WHERE k > :ncheckpoints - 20) AS last20_conv_bytes;
+
+-- Sanity: checkpoint_get of the final checkpoint gives back exactly the final
+-- transcript, message by message (only the separators between elements may be
+-- normalised). Run after the numbers are saved, and catching errors, so a
+-- read-path bug is reported as such instead of aborting the benchmark.
+ALTER TABLE bench.conv_result ADD COLUMN roundtrip text;
+DO $$
+DECLARE
+    n     int := current_setting('bench.ncheckpoints')::int;
+    got   text[];
+    want  text[];
+    verdict text;
+BEGIN
+    BEGIN
+        SELECT array_agg(e::text ORDER BY o) INTO got
+            FROM json_array_elements(
+                     sandbox_persist.checkpoint_get('checkpoint-run-' || n) -> 'conversation')
+                 WITH ORDINALITY AS x(e, o);
+        SELECT array_agg(body ORDER BY k) INTO want FROM bench.transcript;
+        verdict := CASE WHEN got = want THEN 'exact'
+                        ELSE format('NOT EXACT (%s messages back, %s sent)',
+                                    coalesce(array_length(got, 1), 0), array_length(want, 1)) END;
+    EXCEPTION WHEN OTHERS THEN
+        verdict := 'ERROR: ' || SQLERRM;
+    END;
+    UPDATE bench.conv_result SET roundtrip = verdict;
+END
+$$;

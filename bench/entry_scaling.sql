@@ -1,15 +1,18 @@
 -- bench/entry_scaling.sql: benchmark (b), entry scaling.
 --
 -- Appends one checkpoint with 100, 1000 or 10000 file entries on a fresh
--- thread each time (11, 11 and 5 measured repetitions, after one unmeasured
--- warm-up per size; odd counts so the median is a measured value). For every append the complete input is built first as
--- text, then, timed separately with clock_timestamp() inside this one
--- backend (no client round trip, no transfer):
+-- thread each time (15, 15 and 9 measured repetitions, after one unmeasured
+-- warm-up per size; odd counts, so each median is a measured value). For
+-- every append the complete input is built first as text, then two steps are
+-- timed separately with clock_timestamp() inside this one backend (no client
+-- round trip, no transfer):
 --   parse_ms   the baseline: text -> json, i.e. json_in over the same input
 --              text, exactly what `SELECT $1::json` costs the server;
 --   append_ms  checkpoint_append(input, '[]', NULL) given that already
 --              parsed json value (validation, canonical rewrite, the SPI
 --              inserts of the checkpoint row and its reference rows).
+-- The backend's minor page faults around the append are recorded too
+-- (outside the timed interval), as a diagnostic of fresh memory touched.
 -- Sizes are interleaved within each repetition, alternating direction, so
 -- drift on a shared machine spreads over all sizes. Each append commits
 -- separately (the commit is not timed). Results go to bench.entry_timing.
@@ -21,13 +24,14 @@ CREATE TABLE bench.entry_timing (
     keys        int NOT NULL,       -- distinct blob keys (reference rows)
     parse_ms    float8 NOT NULL,
     append_ms   float8 NOT NULL,
+    faults      bigint,             -- minor page faults during the append (NULL: unknown)
     PRIMARY KEY (n, rep)
 );
 
 DO $$
 DECLARE
     sizes   int[] := ARRAY[100, 1000, 10000];
-    reps    int[] := ARRAY[11, 11, 5];
+    reps    int[] := ARRAY[15, 15, 9];
     order_  int[];
     s       int;       -- index into sizes/reps
     thread  text;
@@ -39,8 +43,11 @@ DECLARE
     t0      timestamptz;
     t1      timestamptz;
     t2      timestamptz;
+    t3      timestamptz;
+    f0      bigint;
+    f1      bigint;
 BEGIN
-    FOR rep IN 0..11 LOOP
+    FOR rep IN 0..15 LOOP
         order_ := CASE WHEN rep % 2 = 0 THEN ARRAY[1, 2, 3] ELSE ARRAY[3, 2, 1] END;
         FOREACH s IN ARRAY order_ LOOP
             CONTINUE WHEN rep > reps[s];
@@ -61,8 +68,12 @@ BEGIN
             t0 := clock_timestamp();
             input := txt::json;
             t1 := clock_timestamp();
-            result := sandbox_persist.checkpoint_append(input, '[]'::json, NULL);
+            -- the measured call, with nothing else inside its interval
+            f0 := bench.minflt();
             t2 := clock_timestamp();
+            result := sandbox_persist.checkpoint_append(input, '[]'::json, NULL);
+            t3 := clock_timestamp();
+            f1 := bench.minflt();
             IF result->>'headId' IS DISTINCT FROM thread || '-ckpt' THEN
                 RAISE EXCEPTION 'append on % returned %', thread, result;
             END IF;
@@ -71,7 +82,8 @@ BEGIN
                        (SELECT count(*) FROM sandbox_persist.checkpoint_blob_refs r
                          WHERE r.checkpoint_id = thread || '-ckpt'),
                        extract(epoch FROM t1 - t0) * 1000,
-                       extract(epoch FROM t2 - t1) * 1000;
+                       extract(epoch FROM t3 - t2) * 1000,
+                       f1 - f0;
             COMMIT;
         END LOOP;
     END LOOP;
@@ -88,7 +100,8 @@ SELECT n,
        max(append_ms) AS append_max_ms,
        percentile_cont(0.5) WITHIN GROUP (ORDER BY parse_ms) AS parse_ms,
        percentile_cont(0.5) WITHIN GROUP (ORDER BY append_ms) * 1000 / n AS append_us_per_entry,
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY parse_ms) * 1000 / n AS parse_us_per_entry
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY parse_ms) * 1000 / n AS parse_us_per_entry,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY faults) / n AS faults_per_entry
 FROM bench.entry_timing
 WHERE rep > 0
 GROUP BY n;

@@ -74,3 +74,20 @@ LANGUAGE sql IMMUTABLE AS $$
     )
     SELECT '[' || string_agg(entry, ',' ORDER BY path COLLATE "C") || ']' FROM entries
 $$;
+
+-- Minor page faults of this backend so far (Linux /proc/self/stat, field 10),
+-- or NULL where that file cannot be read. Diagnostic only: it shows how much
+-- fresh memory an append touches, the cause of the non-linearity measured in
+-- benchmark (b) (see README).
+CREATE FUNCTION bench.minflt() RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    stat text;
+BEGIN
+    stat := pg_read_file('/proc/self/stat');
+    -- fields after "pid (comm) ": state ppid pgrp session tty_nr tpgid flags minflt
+    RETURN split_part(substr(stat, length(stat) - strpos(reverse(stat), ')') + 3), ' ', 8)::bigint;
+EXCEPTION WHEN OTHERS THEN
+    RETURN NULL;
+END
+$$;

@@ -210,6 +210,83 @@ SELECT pg_catalog.pg_extension_config_dump('blobs', '');
 SELECT pg_catalog.pg_extension_config_dump('blob_chunks', '');
 SELECT pg_catalog.pg_extension_config_dump('blob_uploads', '');
 
+-- LockStore: one lease row per held key; fences from one global sequence, so
+-- they keep growing across release, takeover and the purge of expired rows.
+CREATE SEQUENCE lock_fences;
+CREATE TABLE locks (
+    lock_key    text COLLATE "C" PRIMARY KEY,
+    owner_token uuid NOT NULL,
+    fence       bigint NOT NULL,
+    acquired_at bigint NOT NULL,
+    expires_at  bigint NOT NULL
+);
+CREATE INDEX locks_expiry ON locks (expires_at);
+
+-- Durable event log: one log per run (no foreign key to runs: a plain chat
+-- run may have a log and no run record), entries numbered densely from 1.
+CREATE TABLE event_logs (
+    log_id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    run_id              text COLLATE "C" NOT NULL UNIQUE,
+    tail_seq            bigint NOT NULL DEFAULT 0,
+    created_at          bigint NOT NULL,
+    last_append_at      bigint NOT NULL,
+    closed_at           bigint,
+    appends_after_close bigint NOT NULL DEFAULT 0
+);
+CREATE INDEX event_logs_closed ON event_logs (closed_at) WHERE closed_at IS NOT NULL;
+CREATE INDEX event_logs_open ON event_logs (log_id) WHERE closed_at IS NULL;
+CREATE TABLE event_log_entries (
+    log_id bigint NOT NULL,
+    seq    bigint NOT NULL,
+    chunk  json NOT NULL,
+    PRIMARY KEY (log_id, seq)
+);
+-- (producerId, producerSeq) of every append, so a retry returns the same numbers
+CREATE TABLE event_log_producers (
+    log_id       bigint NOT NULL,
+    producer_id  uuid NOT NULL,
+    producer_seq bigint NOT NULL,
+    first_seq    bigint NOT NULL,
+    chunk_count  integer NOT NULL,
+    PRIMARY KEY (log_id, producer_id, producer_seq)
+);
+
+-- Maintenance bookkeeping: watchdog items, reaper heartbeats, the last run.
+CREATE TABLE attention (
+    kind       text NOT NULL,
+    run_id     text COLLATE "C" NOT NULL,   -- '' for items about no single run
+    first_seen bigint NOT NULL,
+    last_seen  bigint NOT NULL,
+    detail     json,
+    PRIMARY KEY (kind, run_id)
+);
+CREATE TABLE reaper_heartbeats (
+    replica text COLLATE "C" PRIMARY KEY,
+    seen_at bigint NOT NULL,
+    summary json
+);
+CREATE TABLE maintenance_state (
+    id           integer PRIMARY KEY CHECK (id = 1),
+    last_run_at  bigint NOT NULL,
+    last_summary json NOT NULL
+);
+
+-- Indexes the maintenance and GC queries rely on.
+CREATE INDEX blobs_gc ON blobs (relied_on_at) WHERE relied_on_at IS NOT NULL;
+CREATE INDEX instances_latest_run ON instances (latest_run_id);
+CREATE INDEX runs_running ON runs (changed_at) WHERE status = 'running';
+CREATE INDEX runs_terminal ON runs (changed_at) WHERE status IN ('completed', 'failed', 'aborted');
+CREATE INDEX runs_sandbox_key ON runs (sandbox_key) WHERE sandbox_key IS NOT NULL;
+
+SELECT pg_catalog.pg_extension_config_dump('lock_fences', '');
+SELECT pg_catalog.pg_extension_config_dump('locks', '');
+SELECT pg_catalog.pg_extension_config_dump('event_logs', '');
+SELECT pg_catalog.pg_extension_config_dump('event_log_entries', '');
+SELECT pg_catalog.pg_extension_config_dump('event_log_producers', '');
+SELECT pg_catalog.pg_extension_config_dump('attention', '');
+SELECT pg_catalog.pg_extension_config_dump('reaper_heartbeats', '');
+SELECT pg_catalog.pg_extension_config_dump('maintenance_state', '');
+
 -- The registry of thread-owned state that blocks a fork destination. A store
 -- that keeps rows per thread adds a branch here (row existence, not content).
 -- Lease rows, metadata, blobs and instance rows deliberately do not count.
@@ -343,6 +420,45 @@ CREATE FUNCTION blob_upload_commit(upload_id text, now_ms bigint DEFAULT NULL) R
 CREATE FUNCTION blob_upload_abort(upload_id text) RETURNS boolean
     AS 'MODULE_PATHNAME', 'blob_upload_abort' LANGUAGE C VOLATILE;
 
+-- durable runs: claims, locks, event log
+CREATE FUNCTION run_claim(run_id text) RETURNS json
+    AS 'MODULE_PATHNAME', 'run_claim' LANGUAGE C VOLATILE;
+CREATE FUNCTION lock_acquire(lock_key text, ttl_ms bigint, now_ms bigint DEFAULT NULL) RETURNS json
+    AS 'MODULE_PATHNAME', 'lock_acquire' LANGUAGE C VOLATILE;
+CREATE FUNCTION lock_renew(lock_key text, owner_token text, ttl_ms bigint,
+                           now_ms bigint DEFAULT NULL) RETURNS json
+    AS 'MODULE_PATHNAME', 'lock_renew' LANGUAGE C VOLATILE;
+CREATE FUNCTION lock_renew_many(leases json, ttl_ms bigint, now_ms bigint DEFAULT NULL) RETURNS json
+    AS 'MODULE_PATHNAME', 'lock_renew_many' LANGUAGE C VOLATILE;
+CREATE FUNCTION lock_release(lock_key text, owner_token text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'lock_release' LANGUAGE C VOLATILE;
+CREATE FUNCTION lock_check(lock_key text, owner_token text, fence bigint,
+                           now_ms bigint DEFAULT NULL) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'lock_check' LANGUAGE C STABLE;
+CREATE FUNCTION lock_holder(lock_key text, now_ms bigint DEFAULT NULL) RETURNS json
+    AS 'MODULE_PATHNAME', 'lock_holder' LANGUAGE C STABLE;
+CREATE FUNCTION event_log_append(run_id text, chunks json, options json DEFAULT NULL) RETURNS json
+    AS 'MODULE_PATHNAME', 'event_log_append' LANGUAGE C VOLATILE;
+CREATE FUNCTION event_log_read(run_id text, after_seq bigint, max_rows integer DEFAULT 1000)
+    RETURNS json
+    AS 'MODULE_PATHNAME', 'event_log_read' LANGUAGE C STABLE;
+CREATE FUNCTION event_log_close(run_id text) RETURNS void
+    AS 'MODULE_PATHNAME', 'event_log_close' LANGUAGE C VOLATILE;
+CREATE FUNCTION event_log_snapshot(run_id text) RETURNS json
+    AS 'MODULE_PATHNAME', 'event_log_snapshot' LANGUAGE C STABLE;
+CREATE FUNCTION instance_gc_candidates(retention_ms bigint, max_rows integer DEFAULT 100,
+                                       now_ms bigint DEFAULT NULL) RETURNS json
+    AS 'MODULE_PATHNAME', 'instance_gc_candidates' LANGUAGE C STABLE;
+
+-- maintenance
+CREATE FUNCTION maintain(max_rows integer DEFAULT 1000, now_ms bigint DEFAULT NULL) RETURNS json
+    AS 'MODULE_PATHNAME', 'maintain' LANGUAGE C VOLATILE;
+CREATE FUNCTION attention_list() RETURNS json
+    AS 'MODULE_PATHNAME', 'attention_list' LANGUAGE C STABLE;
+CREATE FUNCTION reaper_heartbeat(replica text, summary json DEFAULT NULL,
+                                 now_ms bigint DEFAULT NULL) RETURNS void
+    AS 'MODULE_PATHNAME', 'reaper_heartbeat' LANGUAGE C VOLATILE;
+
 -- checkpoints, writer leases and fork
 CREATE FUNCTION checkpoint_acquire_writer(thread_id text, lease_ms bigint DEFAULT NULL,
                                           now_ms bigint DEFAULT NULL) RETURNS json
@@ -371,6 +487,79 @@ CREATE FUNCTION checkpoint_fork_from_checkpoint(input json, now_ms bigint DEFAUL
 -- administration
 CREATE FUNCTION _reset_for_tests() RETURNS void
     AS 'MODULE_PATHNAME', '_reset_for_tests' LANGUAGE C VOLATILE;
+
+-- Register maintenance as a named pg_cron job in this database. SECURITY
+-- INVOKER: the job runs as the role that scheduled it. cron.schedule upserts
+-- by name, so calling this twice keeps one job.
+CREATE FUNCTION schedule_maintenance(schedule text DEFAULT '* * * * *',
+                                     max_rows integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    command text := format('SELECT sandbox_persist.maintain(%s)', max_rows);
+BEGIN
+    IF max_rows IS NULL OR max_rows < 0 THEN
+        RAISE EXCEPTION 'max_rows must be a non-negative integer'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_cron') THEN
+        RAISE EXCEPTION 'pg_cron is not installed in database %', current_database()
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'pg_cron runs jobs only from the database named by cron.database_name.',
+                  HINT = format('In that database run: SELECT cron.schedule_in_database(%L, %L, %L, %L);',
+                                'sandbox_persist_maintenance', schedule, command, current_database());
+    END IF;
+    RETURN cron.schedule('sandbox_persist_maintenance', schedule, command);
+END
+$$;
+
+-- Remove the maintenance job; false when there was none.
+CREATE FUNCTION unschedule_maintenance() RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_cron') THEN
+        RETURN false;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM cron.job WHERE jobname = 'sandbox_persist_maintenance') THEN
+        RETURN false;
+    END IF;
+    RETURN cron.unschedule('sandbox_persist_maintenance');
+END
+$$;
+
+-- What an operator wants at a glance, in one row.
+CREATE VIEW overview AS
+WITH now_ms AS (
+    SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now,
+           (SELECT setting::bigint * 1000 FROM pg_settings
+             WHERE name = 'sandbox_persist.reaper_ttl') AS reaper_ttl
+)
+SELECT
+    (SELECT count(*) FROM runs WHERE status = 'running')                 AS runs_running,
+    (SELECT count(*) FROM runs WHERE status = 'interrupted')             AS runs_interrupted,
+    (SELECT count(*) FROM runs WHERE status = 'completed')               AS runs_completed,
+    (SELECT count(*) FROM runs WHERE status = 'failed')                  AS runs_failed,
+    (SELECT count(*) FROM runs WHERE status = 'aborted')                 AS runs_aborted,
+    (SELECT count(*) FROM runs WHERE status = 'running' AND detached_since IS NOT NULL)
+                                                                          AS runs_detached,
+    (SELECT count(*) FROM runs, now_ms
+      WHERE status = 'running' AND detached_since IS NOT NULL AND reaper_ttl > 0
+        AND detached_since <= now - reaper_ttl)                          AS runs_detached_past_ttl,
+    (SELECT count(*) FROM locks, now_ms WHERE expires_at > now)          AS locks_held,
+    (SELECT count(*) FROM event_logs WHERE closed_at IS NULL)            AS event_logs_open,
+    (SELECT count(*) FROM blobs)                                          AS blobs,
+    (SELECT coalesce(sum(size), 0) FROM blobs)                            AS blob_raw_bytes,
+    (SELECT coalesce(sum(pg_column_size(c.data)), 0)
+       FROM blob_chunks c JOIN blobs b ON b.version = c.version)          AS blob_stored_bytes,
+    (SELECT count(*) FROM blobs b
+      WHERE b.relied_on_at IS NOT NULL
+        AND b.blob_key ~ '^sandbox-(files|artifacts)/sha256/[0-9a-f]{64}$'
+        AND NOT EXISTS (SELECT 1 FROM checkpoint_blob_refs r WHERE r.blob_key = b.blob_key)
+        AND NOT EXISTS (SELECT 1 FROM artifacts a WHERE a.blob_key = b.blob_key))
+                                                                          AS blobs_awaiting_gc,
+    (SELECT count(*) FROM blob_uploads)                                   AS uploads_open,
+    (SELECT count(*) FROM attention)                                      AS attention_items,
+    (SELECT to_timestamp(last_run_at / 1000.0) FROM maintenance_state)    AS maintenance_last_run,
+    (SELECT last_summary FROM maintenance_state)                          AS maintenance_last_summary;
 
 -- Grant an application role everything a TanStack AI app server needs: the
 -- schema and EXECUTE on every store function (never the administration ones).
@@ -403,11 +592,15 @@ BEGIN
     FOR fn IN
         SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
         WHERE p.pronamespace = 'sandbox_persist'::regnamespace
+          AND p.proname NOT IN ('schedule_maintenance', 'unschedule_maintenance')
     LOOP
         EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER SET search_path = pg_catalog, pg_temp', fn);
         EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', fn);
     END LOOP;
 END
 $$;
+REVOKE ALL ON FUNCTION schedule_maintenance(text, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION unschedule_maintenance() FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA sandbox_persist FROM PUBLIC;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA sandbox_persist FROM PUBLIC;
 REVOKE ALL ON SCHEMA sandbox_persist FROM PUBLIC;

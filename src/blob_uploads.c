@@ -75,29 +75,13 @@ BlobUploadNotFound(const char *upload_id)
 			 upload_id);
 }
 
-/* True when s has the textual form of a UUID. */
-static bool
-BlobLooksLikeUuid(const char *s)
-{
-	if (strlen(s) != 36)
-		return false;
-	for (int i = 0; i < 36; i++)
-	{
-		bool		dash = (i == 8 || i == 13 || i == 18 || i == 23);
-
-		if (dash ? s[i] != '-' : !isxdigit((unsigned char) s[i]))
-			return false;
-	}
-	return true;
-}
-
 /* Read the upload id argument; a malformed id names no upload. */
 static char *
 BlobUploadIdArg(FunctionCallInfo fcinfo, int argno)
 {
 	char	   *id = CheckIdArg(fcinfo, argno, "upload_id", SP_ID_MAX_BYTES);
 
-	if (!BlobLooksLikeUuid(id))
+	if (!SpIsUuid(id))
 		BlobUploadNotFound(id);
 	return id;
 }

@@ -11,7 +11,9 @@
  * (checkpoint, distinct key), inserted and deleted with their checkpoint, so
  * threads that share blob keys never wait for each other. Conversation
  * messages are stored once each (conversation_messages) and inserted with
- * ON CONFLICT DO NOTHING, which takes no lock on an existing message.
+ * ON CONFLICT DO NOTHING, which takes no lock on an existing message. Blob
+ * rows the new checkpoint references are key-share locked after the
+ * checkpoint row (thread row, checkpoint rows, blob rows in key order).
  */
 #include "postgres.h"
 
@@ -80,6 +82,12 @@ static SpQuery ckpt_insert_refs = {
 	"INSERT INTO sandbox_persist.checkpoint_blob_refs (checkpoint_id, blob_key)"
 	" SELECT $1, k FROM unnest($2::text[]) AS k",
 	2, {TEXTOID, TEXTARRAYOID}
+};
+
+static SpQuery ckpt_lock_blobs = {
+	"SELECT 1 FROM sandbox_persist.blobs WHERE blob_key = ANY ($1::text[])"
+	" ORDER BY blob_key FOR KEY SHARE",
+	1, {TEXTARRAYOID}
 };
 
 static SpQuery ckpt_set_head = {
@@ -176,6 +184,16 @@ CkptInputArg(FunctionCallInfo fcinfo, int argno, const char *name)
 	if (node->kind != SPJ_OBJECT)
 		CkptInvalidId(name, psprintf("must be an object, not %s", SpJsonKindName(node->kind)));
 	return node;
+}
+
+/*
+ * Member lookup that ignores unknown keys: identifiers are checked before
+ * entries, so an unknown key is reported only later, by CkptMembers.
+ */
+void
+CkptLookup(const SpJson *obj, const char *const *names, int nnames, SpJson **out)
+{
+	SpJsonMembers(obj, names, nnames, out, "checkpoint input", true, 0, -1);
 }
 
 /* Strict member lookup for checkpoint input: unknown keys are INVALID_ENTRY. */
@@ -346,12 +364,20 @@ CkptDistinctKeys(const CkptEntries *entries, int *nkeys)
 	return CkptTextArray(keys, n);
 }
 
-/* Record one reference per distinct key for a new checkpoint. Inside SPI. */
+/*
+ * Record one reference per distinct key for a new checkpoint. The blob rows
+ * that exist are first key-share locked in key order, so maintenance (which
+ * takes candidates FOR UPDATE SKIP LOCKED and re-checks references) either
+ * skips them or has already deleted them; absent blobs are allowed. Inside SPI.
+ */
 void
 CkptInsertRefs(const char *checkpoint_id, Datum keys)
 {
 	SpArgs		args;
 
+	SpArgsInit(&args);
+	SpArgDatum(&args, keys);
+	SpExec(&ckpt_lock_blobs, &args, false, 0);
 	SpArgsInit(&args);
 	SpArgText(&args, checkpoint_id);
 	SpArgDatum(&args, keys);
@@ -485,10 +511,10 @@ checkpoint_append(PG_FUNCTION_ARGS)
 	SpArgs		args;
 	StringInfoData result;
 
-	CkptMembers(input, top_names, lengthof(top_names), top, "checkpoint append input");
+	CkptLookup(input, top_names, lengthof(top_names), top);
 	/* A checkpoint that is not an object has no identifiers to read. */
-	CkptMembers(top[0] && top[0]->kind == SPJ_OBJECT ? top[0] : &empty,
-				names, lengthof(names), c, "a checkpoint");
+	CkptLookup(top[0] && top[0]->kind == SPJ_OBJECT ? top[0] : &empty,
+			   names, lengthof(names), c);
 
 	/* 1. identifiers */
 	thread_id = CkptCheckId(c[1], "checkpoint.threadId");
@@ -505,7 +531,13 @@ checkpoint_append(PG_FUNCTION_ARGS)
 				 ("checkpoint writer lease lost"),
 				 "The writer belongs to thread \"%s\", not \"%s\".", writer_thread, thread_id);
 
-	/* 3. entries */
+	/* 3. entries: unknown keys first, then each field */
+	CkptMembers(input, top_names, lengthof(top_names), top, "checkpoint append input");
+	if (top[0] == NULL || top[0]->kind != SPJ_OBJECT)
+		sp_error(SP_SNAPSHOT_INVALID_ENTRY,
+				 ("invalid checkpoint"),
+				 "checkpoint must be an object.");
+	CkptMembers(top[0], names, lengthof(names), c, "a checkpoint");
 	created_at = CkptCheckCreatedAt(c[3], "createdAt");
 	if (c[4] == NULL || c[4]->kind != SPJ_STRING)
 		sp_error(SP_SNAPSHOT_INVALID_ENTRY,
@@ -597,7 +629,7 @@ checkpoint_delete_head(PG_FUNCTION_ARGS)
 	SpArgs		args;
 	char	   *parent_id;
 
-	CkptMembers(input, names, lengthof(names), m, "checkpoint deleteHead input");
+	CkptLookup(input, names, lengthof(names), m);
 	thread_id = CkptCheckId(m[0], "threadId");
 	checkpoint_id = CkptCheckId(m[1], "checkpointId");
 	writer_thread = CkptReadWriterThread(m[2]);
@@ -605,6 +637,7 @@ checkpoint_delete_head(PG_FUNCTION_ARGS)
 		sp_error(SP_SNAPSHOT_WRITER_LOST,
 				 ("checkpoint writer lease lost"),
 				 "The writer belongs to thread \"%s\", not \"%s\".", writer_thread, thread_id);
+	CkptMembers(input, names, lengthof(names), m, "checkpoint deleteHead input");
 	CkptReadWriterLease(m[2], &writer);
 	now = SpNowMs(fcinfo, 1);
 

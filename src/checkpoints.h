@@ -46,6 +46,8 @@ typedef struct CkptEntries
 extern char *CkptCheckId(const SpJson *node, const char *field);
 extern char *CkptCheckIdArg(FunctionCallInfo fcinfo, int argno, const char *name);
 extern SpJson *CkptInputArg(FunctionCallInfo fcinfo, int argno, const char *name);
+extern void CkptLookup(const SpJson *obj, const char *const *names, int nnames,
+					   SpJson **out);
 extern void CkptMembers(const SpJson *obj, const char *const *names, int nnames,
 						SpJson **out, const char *what);
 extern char *CkptReadWriterThread(const SpJson *writer);

@@ -116,12 +116,13 @@ checkpoint_fork_from_checkpoint(PG_FUNCTION_ARGS)
 	StringInfoData buf;
 
 	/* 1-3. read every field once; identifiers, then createdAt */
-	CkptMembers(input, names, lengthof(names), m, "checkpoint fork input");
+	CkptLookup(input, names, lengthof(names), m);
 	source_thread = CkptCheckId(m[0], "sourceThreadId");
 	source_id = CkptCheckId(m[1], "sourceCheckpointId");
 	dest_thread = CkptCheckId(m[2], "destinationThreadId");
 	dest_id = CkptCheckId(m[3], "destinationCheckpointId");
 	writer_thread = CkptReadWriterThread(m[5]);
+	CkptMembers(input, names, lengthof(names), m, "checkpoint fork input");
 	created_at = CkptCheckCreatedAt(m[4], "createdAt");
 	CkptReadWriterLease(m[5], &writer);
 	now = SpNowMs(fcinfo, 1);

@@ -126,6 +126,7 @@ GenRunQueryRecord(SpQuery *q, SpArgs *args, bool read_only, MemoryContext outer,
 	int			n = SpExec(q, args, read_only, 1);
 	MemoryContext spi;
 	StringInfoData buf;
+	Datum		result;
 
 	*isnull = (n == 0);
 	if (n == 0)
@@ -133,8 +134,10 @@ GenRunQueryRecord(SpQuery *q, SpArgs *args, bool read_only, MemoryContext outer,
 	spi = MemoryContextSwitchTo(outer);
 	initStringInfo(&buf);
 	GenRunAppendRecord(&buf, 0);
+	/* the result must live in `outer`: SPI_finish frees the SPI context */
+	result = SpJsonResult(&buf);
 	MemoryContextSwitchTo(spi);
-	return SpJsonResult(&buf);
+	return result;
 }
 
 /* Look up one generation run by one text key. */

@@ -17,11 +17,31 @@
 PG_FUNCTION_INFO_V1(instance_get);
 PG_FUNCTION_INFO_V1(instance_upsert);
 PG_FUNCTION_INFO_V1(instance_delete);
+PG_FUNCTION_INFO_V1(instance_gc_candidates);
+
+#define INSTANCE_COLUMNS \
+	"i.instance_key, i.provider, i.provider_sandbox_id, i.latest_snapshot_id, i.thread_id," \
+	" i.latest_run_id, i.updated_at"
 
 static SpQuery instance_select = {
-	"SELECT instance_key, provider, provider_sandbox_id, latest_snapshot_id, thread_id,"
-	" latest_run_id, updated_at FROM sandbox_persist.instances WHERE instance_key = $1",
+	"SELECT " INSTANCE_COLUMNS " FROM sandbox_persist.instances i WHERE i.instance_key = $1",
 	1, {TEXTOID}
+};
+
+/*
+ * Rows past the retention that no non-terminal run references (by
+ * sandboxKey or as latestRunId) and whose sandbox:<key> lock is not held.
+ */
+static SpQuery instance_candidates = {
+	"SELECT " INSTANCE_COLUMNS " FROM sandbox_persist.instances i"
+	" WHERE i.updated_at < $1"
+	"   AND NOT EXISTS (SELECT 1 FROM sandbox_persist.runs r"
+	"                   WHERE r.status IN ('running', 'interrupted')"
+	"                     AND (r.sandbox_key = i.instance_key OR r.run_id = i.latest_run_id))"
+	"   AND NOT EXISTS (SELECT 1 FROM sandbox_persist.locks l"
+	"                   WHERE l.lock_key = 'sandbox:' || i.instance_key AND l.expires_at > $2)"
+	" ORDER BY i.updated_at, i.instance_key LIMIT $3",
+	3, {INT8OID, INT8OID, INT8OID}
 };
 
 static SpQuery instance_upsert_stmt = {
@@ -40,6 +60,40 @@ static SpQuery instance_delete_stmt = {
 	1, {TEXTOID}
 };
 
+/* Append the SandboxInstanceRecord of SPI row `row`: only the seven record keys. */
+static void
+InstanceAppendRecord(StringInfo buf, int row)
+{
+	bool		first = true;
+	char	   *snapshot = SpGetText(row, 4);
+	char	   *run = SpGetText(row, 6);
+	int64		updated = 0;
+
+	appendStringInfoChar(buf, '{');
+	SpAppendKey(buf, &first, "key");
+	SpAppendString(buf, SpGetText(row, 1));
+	SpAppendKey(buf, &first, "provider");
+	SpAppendString(buf, SpGetText(row, 2));
+	SpAppendKey(buf, &first, "providerSandboxId");
+	SpAppendString(buf, SpGetText(row, 3));
+	if (snapshot != NULL)
+	{
+		SpAppendKey(buf, &first, "latestSnapshotId");
+		SpAppendString(buf, snapshot);
+	}
+	SpAppendKey(buf, &first, "threadId");
+	SpAppendString(buf, SpGetText(row, 5));
+	if (run != NULL)
+	{
+		SpAppendKey(buf, &first, "latestRunId");
+		SpAppendString(buf, run);
+	}
+	SpGetInt64(row, 7, &updated);
+	SpAppendKey(buf, &first, "updatedAt");
+	SpAppendInt64(buf, updated);
+	appendStringInfoChar(buf, '}');
+}
+
 /* instance_get(instance_key text) -> json: the record, or NULL when missing. */
 Datum
 instance_get(PG_FUNCTION_ARGS)
@@ -57,35 +111,9 @@ instance_get(PG_FUNCTION_ARGS)
 	if (found)
 	{
 		MemoryContext spi = MemoryContextSwitchTo(outer);
-		bool		first = true;
-		char	   *snapshot = SpGetText(0, 4);
-		char	   *run = SpGetText(0, 6);
-		int64		updated = 0;
 
 		initStringInfo(&buf);
-		appendStringInfoChar(&buf, '{');
-		SpAppendKey(&buf, &first, "key");
-		SpAppendString(&buf, SpGetText(0, 1));
-		SpAppendKey(&buf, &first, "provider");
-		SpAppendString(&buf, SpGetText(0, 2));
-		SpAppendKey(&buf, &first, "providerSandboxId");
-		SpAppendString(&buf, SpGetText(0, 3));
-		if (snapshot != NULL)
-		{
-			SpAppendKey(&buf, &first, "latestSnapshotId");
-			SpAppendString(&buf, snapshot);
-		}
-		SpAppendKey(&buf, &first, "threadId");
-		SpAppendString(&buf, SpGetText(0, 5));
-		if (run != NULL)
-		{
-			SpAppendKey(&buf, &first, "latestRunId");
-			SpAppendString(&buf, run);
-		}
-		SpGetInt64(0, 7, &updated);
-		SpAppendKey(&buf, &first, "updatedAt");
-		SpAppendInt64(&buf, updated);
-		appendStringInfoChar(&buf, '}');
+		InstanceAppendRecord(&buf, 0);
 		MemoryContextSwitchTo(spi);
 	}
 	SPI_finish();
@@ -137,4 +165,55 @@ instance_delete(PG_FUNCTION_ARGS)
 	n = SpExec(&instance_delete_stmt, &args, false, 0);
 	SPI_finish();
 	PG_RETURN_BOOL(n > 0);
+}
+
+/*
+ * instance_gc_candidates(retention_ms bigint, max_rows integer, now_ms bigint)
+ * -> json: instance records the application may destroy and then delete.
+ * Deletes nothing: a row is the only pointer to a live sandbox.
+ */
+Datum
+instance_gc_candidates(PG_FUNCTION_ARGS)
+{
+	int64		now = SpNowMs(fcinfo, 2);
+	MemoryContext outer = CurrentMemoryContext;
+	MemoryContext spi;
+	StringInfoData buf;
+	SpArgs		args;
+	int64		retention;
+	int64		max_rows;
+	int			n;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", PG_ARGISNULL(0) ? "retention_ms" : "max_rows"),
+				 errdetail("The value is required.")));
+	retention = PG_GETARG_INT64(0);
+	max_rows = PG_GETARG_INT32(1);
+	if (retention < 0 || max_rows < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be negative", retention < 0 ? "retention_ms" : "max_rows"),
+				 errdetail("A value of " INT64_FORMAT " was given.",
+						   retention < 0 ? retention : max_rows)));
+	SPI_connect();
+	SpArgsInit(&args);
+	SpArgInt64(&args, now - retention);
+	SpArgInt64(&args, now);
+	SpArgInt64(&args, max_rows);
+	n = SpExec(&instance_candidates, &args, true, 0);
+	spi = MemoryContextSwitchTo(outer);
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '[');
+	for (int i = 0; i < n; i++)
+	{
+		if (i > 0)
+			appendStringInfoChar(&buf, ',');
+		InstanceAppendRecord(&buf, i);
+	}
+	appendStringInfoChar(&buf, ']');
+	MemoryContextSwitchTo(spi);
+	SPI_finish();
+	PG_RETURN_DATUM(SpJsonResult(&buf));
 }

@@ -159,6 +159,7 @@ InterruptQueryResult(SpQuery *q, SpArgs *args, bool single, MemoryContext outer,
 	int			n = SpExec(q, args, true, single ? 1 : 0);
 	MemoryContext spi = MemoryContextSwitchTo(outer);
 	StringInfoData buf;
+	Datum		result = (Datum) 0;
 
 	*isnull = false;
 	initStringInfo(&buf);
@@ -180,8 +181,11 @@ InterruptQueryResult(SpQuery *q, SpArgs *args, bool single, MemoryContext outer,
 		}
 		appendStringInfoChar(&buf, ']');
 	}
+	/* the result must live in `outer`: SPI_finish frees the SPI context */
+	if (!*isnull)
+		result = SpJsonResult(&buf);
 	MemoryContextSwitchTo(spi);
-	return *isnull ? (Datum) 0 : SpJsonResult(&buf);
+	return result;
 }
 
 /* Look up interrupts by one text key and return a record or an array. */

@@ -24,6 +24,29 @@ int			sp_blob_chunk_size = 256 * 1024;
 int			sp_zstd_level = 3;
 int			sp_blob_max_read = 512 * 1024 * 1024;
 int			sp_blob_gc_grace_s = 24 * 60 * 60;
+int			sp_upload_expiry_s = 24 * 60 * 60;
+int			sp_lock_purge_after_s = 60 * 60;
+int			sp_event_log_close_grace_s = 10 * 60;
+int			sp_event_log_retention_s = 30 * 24 * 60 * 60;
+int			sp_event_log_reopen = SP_REOPEN_OFF;
+int			sp_run_retention_s = 0;
+int			sp_reaper_ttl_s = 0;
+int			sp_reaper_sweep_interval_s = 0;
+int			sp_watchdog_idle_s = 10 * 60;
+
+static const struct config_enum_entry sp_reopen_options[] = {
+	{"off", SP_REOPEN_OFF, false},
+	{"if_run_active", SP_REOPEN_IF_RUN_ACTIVE, false},
+	{NULL, 0, false}
+};
+
+/* Define one time setting in seconds (0 allowed where it means "off"). */
+static void
+SpDefineSeconds(const char *name, const char *desc, int *var, int boot, int min)
+{
+	DefineCustomIntVariable(name, desc, NULL, var, boot, min, INT_MAX,
+							PGC_SUSET, GUC_UNIT_S, NULL, NULL, NULL);
+}
 
 void		_PG_init(void);
 
@@ -80,6 +103,37 @@ _PG_init(void)
 							24 * 60 * 60, 60, INT_MAX,
 							PGC_SUSET, GUC_UNIT_S,
 							NULL, NULL, NULL);
+	SpDefineSeconds("sandbox_persist.upload_expiry",
+					"Streamed uploads idle longer than this are removed by maintenance.",
+					&sp_upload_expiry_s, 24 * 60 * 60, 60);
+	SpDefineSeconds("sandbox_persist.lock_purge_after",
+					"Lock rows expired longer than this are deleted by maintenance.",
+					&sp_lock_purge_after_s, 60 * 60, 0);
+	SpDefineSeconds("sandbox_persist.event_log_close_grace",
+					"Idle time before maintenance closes the open log of a terminal run.",
+					&sp_event_log_close_grace_s, 10 * 60, 0);
+	SpDefineSeconds("sandbox_persist.event_log_retention",
+					"Closed event logs older than this are deleted by maintenance; 0 keeps them.",
+					&sp_event_log_retention_s, 30 * 24 * 60 * 60, 0);
+	DefineCustomEnumVariable("sandbox_persist.event_log_reopen_on_append",
+							 "Whether an append after close reopens the log of a running or interrupted run.",
+							 NULL,
+							 &sp_event_log_reopen,
+							 SP_REOPEN_OFF, sp_reopen_options,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+	SpDefineSeconds("sandbox_persist.run_retention",
+					"Terminal runs unchanged this long may be deleted by maintenance; 0 keeps them.",
+					&sp_run_retention_s, 0, 0);
+	SpDefineSeconds("sandbox_persist.reaper_ttl",
+					"The application's detached-run TTL, for the reaper wake-up and watchdog; 0 = unknown.",
+					&sp_reaper_ttl_s, 0, 0);
+	SpDefineSeconds("sandbox_persist.reaper_sweep_interval",
+					"The application's reaper sweep interval, for the watchdog; 0 = unknown.",
+					&sp_reaper_sweep_interval_s, 0, 0);
+	SpDefineSeconds("sandbox_persist.watchdog_idle",
+					"Idle time after which the watchdog reports invisible runs and stuck cancels.",
+					&sp_watchdog_idle_s, 10 * 60, 1);
 	MarkGUCPrefixReserved("sandbox_persist");
 }
 

@@ -27,6 +27,22 @@
 extern bool sp_allow_client_clock;
 extern bool sp_allow_test_reset;
 extern int	sp_writer_lease_ms;
+extern int	sp_upload_expiry_s;
+extern int	sp_lock_purge_after_s;
+extern int	sp_event_log_close_grace_s;
+extern int	sp_event_log_retention_s;
+extern int	sp_event_log_reopen;
+extern int	sp_run_retention_s;
+extern int	sp_reaper_ttl_s;
+extern int	sp_reaper_sweep_interval_s;
+extern int	sp_watchdog_idle_s;
+
+/* Values of sandbox_persist.event_log_reopen_on_append. */
+typedef enum SpReopenPolicy
+{
+	SP_REOPEN_OFF,
+	SP_REOPEN_IF_RUN_ACTIVE
+} SpReopenPolicy;
 
 /* Current time in epoch milliseconds, honouring an injected clock when allowed. */
 extern int64 SpNowMs(FunctionCallInfo fcinfo, int now_argno);
@@ -95,6 +111,7 @@ extern void SpAppendDouble(StringInfo buf, double v);
 extern Datum SpJsonResult(StringInfo buf);
 
 /* ---- validation (validate.c) ---- */
+extern bool SpIsUuid(const char *s);
 extern char *CheckIdArg(FunctionCallInfo fcinfo, int argno, const char *name, int maxbytes);
 extern SpJson *CheckJsonArg(FunctionCallInfo fcinfo, int argno, const char *name);
 extern SpJson *CheckJsonObjectArg(FunctionCallInfo fcinfo, int argno, const char *name);

@@ -61,6 +61,22 @@ CheckIdArg(FunctionCallInfo fcinfo, int argno, const char *name, int maxbytes)
 	return text_to_cstring(t);
 }
 
+/* True when s has the textual form of a UUID (8-4-4-4-12 hex digits). */
+bool
+SpIsUuid(const char *s)
+{
+	if (strlen(s) != 36)
+		return false;
+	for (int i = 0; i < 36; i++)
+	{
+		bool		dash = (i == 8 || i == 13 || i == 18 || i == 23);
+
+		if (dash ? s[i] != '-' : !isxdigit((unsigned char) s[i]))
+			return false;
+	}
+	return true;
+}
+
 /* Read a required json argument into a tree. */
 SpJson *
 CheckJsonArg(FunctionCallInfo fcinfo, int argno, const char *name)

@@ -6,7 +6,7 @@
 -- Run with: pg_prove -d <db> test/pgtap/checkpoints.sql
 -- (needs sandbox_persist.allow_test_reset and allow_client_clock on).
 BEGIN;
-SELECT plan(150);
+SELECT plan(168);
 SELECT sandbox_persist._reset_for_tests();
 SET sandbox_persist.allow_client_clock = on;
 
@@ -223,6 +223,8 @@ SELECT * FROM pg_temp.rejects(pg_temp.q_app(pg_temp.cp('2'), NULL), pg_temp.e('S
 SELECT * FROM pg_temp.rejects(pg_temp.q_app(pg_temp.cp('3'), '1'), pg_temp.e('PARENT_MISMATCH'),
     'C3.2 appending 3 (parent null) expecting head 1');
 SELECT is(sandbox_persist.checkpoint_get_head('thread-a'), '1', 'C3.3 head is still 1');
+SELECT * FROM pg_temp.rejects(pg_temp.q_app(pg_temp.cp('4', '1', 'thread-b'), NULL), pg_temp.e('PARENT_MISMATCH'),
+    'C3.4 appending 4 (parent 1) expecting no head on an empty thread');
 
 ------------------------------------------------------------------------------
 -- C4: a duplicate id is reported before the parent mismatch.
@@ -233,6 +235,9 @@ SELECT * FROM pg_temp.rejects(pg_temp.q_app(pg_temp.cp('1'), '1'), pg_temp.e('DU
     'C4.1 re-appending 1 (parent null) expecting head 1');
 SELECT is(sandbox_persist.checkpoint_get('1')::jsonb, pg_temp.rec(pg_temp.cp('1')),
     'C4.2 the stored checkpoint 1 is untouched');
+SELECT pg_temp.w('thread-b');
+SELECT * FROM pg_temp.rejects(pg_temp.q_app(pg_temp.cp('1', NULL, 'thread-b'), NULL), pg_temp.e('DUPLICATE_ID'),
+    'C4.3 appending id 1 as a root of another thread (ids are global)');
 
 ------------------------------------------------------------------------------
 -- C5: threads are independent.
@@ -250,6 +255,8 @@ SELECT is(pg_temp.ids(sandbox_persist.checkpoint_list('thread-b')), ARRAY['2'],
     'C5.5 list of thread-b is [2]');
 SELECT is(sandbox_persist.checkpoint_get('2')->>'threadId', 'thread-b',
     'C5.6 checkpoint 2 belongs to thread-b');
+SELECT * FROM pg_temp.rejects(pg_temp.q_app(pg_temp.cp('4', '3', 'thread-b'), '3'), pg_temp.e('STALE_HEAD'),
+    'C5.7 appending to thread-b expecting thread-a''s head');
 
 ------------------------------------------------------------------------------
 -- C6: list order is createdAt, then id.
@@ -270,6 +277,12 @@ SELECT is(pg_temp.ids(sandbox_persist.checkpoint_list('thread-b')), ARRAY['neg',
     'C6.3 createdAt orders numerically (-2.25, 1.5, 9, 10)');
 SELECT is((sandbox_persist.checkpoint_get('n1.5')->>'createdAt')::numeric, 1.5,
     'C6.4 a fractional createdAt round-trips');
+SELECT pg_temp.app(pg_temp.cp('prec', 'neg', 'thread-b', 0.30000000000000004), 'neg');
+SELECT is((sandbox_persist.checkpoint_get('prec')->>'createdAt')::numeric, 0.30000000000000004,
+    'C6.5 createdAt keeps full double precision (0.1 + 0.2)');
+SELECT pg_temp.app(pg_temp.cp('epoch', 'prec', 'thread-b', 1795939220789.5), 'prec');
+SELECT is((sandbox_persist.checkpoint_get('epoch')->>'createdAt')::numeric, 1795939220789.5,
+    'C6.6 a fractional epoch-ms createdAt round-trips exactly');
 
 ------------------------------------------------------------------------------
 -- C7: equal createdAt: ids in UTF-8 byte order; reference keys in byte order.
@@ -314,16 +327,16 @@ SELECT is(pg_temp.ids(sandbox_persist.checkpoint_list('thread-c')), ARRAY['p', '
 ------------------------------------------------------------------------------
 SELECT pg_temp.reset();
 CREATE TEMP TABLE c12 AS SELECT pg_temp.cp('1', NULL, 'thread-a', NULL, jsonb_build_array(
-    jsonb_build_object('path', 'a.txt', 'kind', 'file', 'blobKey', pg_temp.fkey('12'), 'size', 1),
-    jsonb_build_object('path', 'b.txt', 'kind', 'file', 'blobKey', pg_temp.fkey('12'), 'size', 1))) AS cp;
+    jsonb_build_object('path', 'b.txt', 'kind', 'file', 'blobKey', pg_temp.fkey('12'), 'size', 1),
+    jsonb_build_object('path', 'a.txt', 'kind', 'file', 'blobKey', pg_temp.fkey('12'), 'size', 1))) AS cp;
 SELECT pg_temp.app(cp, NULL) FROM c12;
 -- "Mutate" the input and a returned checkpoint, then read again.
 UPDATE c12 SET cp = jsonb_set(cp, '{files,0,path}', '"mutated.txt"');
 CREATE TEMP TABLE c12_out AS SELECT sandbox_persist.checkpoint_get('1')::jsonb AS got;
 UPDATE c12_out SET got = jsonb_set(got, '{conversation}', '[]');
 SELECT is(sandbox_persist.checkpoint_get('1')::jsonb,
-    pg_temp.rec(jsonb_set((SELECT cp FROM c12), '{files,0,path}', '"a.txt"')),
-    'C12.1 get still returns the checkpoint as appended');
+    pg_temp.rec(jsonb_set((SELECT cp FROM c12), '{files,0,path}', '"b.txt"')),
+    'C12.1 get still returns the checkpoint as appended (files in the given order, b.txt before a.txt)');
 SELECT isnt(sandbox_persist.checkpoint_get('1')::jsonb, (SELECT got FROM c12_out),
     'C12.2 a modified copy of a returned checkpoint is not what is stored');
 SELECT is(sandbox_persist.checkpoint_list_blob_references()::jsonb, pg_temp.refs(pg_temp.fkey('12'), '1'),
@@ -363,11 +376,15 @@ SELECT isnt((SELECT w->>'ownerToken' FROM c14), pg_temp.w()->>'ownerToken',
     'C14.7 the new lease has a fresh owner token');
 -- Server clock: the wall clock at the call, not the transaction start.
 SELECT pg_sleep(0.05);
-CREATE TEMP TABLE c14_clock AS SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS t_before,
+CREATE TEMP TABLE c14_clock AS SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS t_before,
     sandbox_persist.checkpoint_acquire_writer('thread-c') AS w,
-    (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS t_after;
-SELECT ok((SELECT (w->>'expiresAt')::bigint BETWEEN t_before + 120000 AND t_after + 120000 + 1 FROM c14_clock),
+    ceil(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS t_after;
+SELECT ok((SELECT (w->>'expiresAt')::bigint BETWEEN t_before + 120000 AND t_after + 120000 FROM c14_clock),
     'C14.8 on the server clock expiresAt = wall-clock now + 120000 (not the transaction start)');
+CREATE TEMP TABLE c14_state AS SELECT pg_temp.state() AS s;
+SELECT is(sandbox_persist.checkpoint_release_writer(pg_temp.w()), false,
+    'C14.9 releasing an already released lease again returns false');
+SELECT is(pg_temp.state(), (SELECT s FROM c14_state), 'C14.10 the second release changed nothing');
 
 ------------------------------------------------------------------------------
 -- C15: renew on the injected clock (starts at 1000, advances by renewAfterMs).
@@ -405,6 +422,17 @@ SELECT * FROM pg_temp.rejects(pg_temp.q_acquire('thread-a', 1000 + 120000 + 1), 
     'C16.3 after the old release a new acquire still conflicts');
 SELECT is(pg_temp.sp((SELECT pg_temp.q_renew(nw, 1000 + 120000 + 1) FROM c16)), 'no error',
     'C16.4 the replacement lease is still current');
+CREATE TEMP TABLE c16_state AS SELECT pg_temp.state() AS s;
+SELECT is(sandbox_persist.checkpoint_release_writer(
+        '{"threadId": "thread-b", "ownerToken": "missing-owner", "fence": 1}'), false,
+    'C16.5 releasing a fabricated writer of a thread that never had a lease returns false');
+SELECT is(pg_temp.state(), (SELECT s FROM c16_state), 'C16.6 the fabricated release created or changed nothing');
+CREATE TEMP TABLE c16_b AS SELECT sandbox_persist.checkpoint_acquire_writer('thread-b', NULL, 1000) AS w;
+SELECT is((SELECT sandbox_persist.checkpoint_release_writer(w) FROM c16_b), true,
+    'C16.7 an expired lease nobody took over can still be released (release ignores expiry)');
+SELECT is((sandbox_persist.checkpoint_acquire_writer('thread-b', NULL, 1000)->>'fence')::bigint,
+    (SELECT (w->>'fence')::bigint + 1 FROM c16_b),
+    'C16.8 after that release the thread is free before expiry, with the next fence');
 
 ------------------------------------------------------------------------------
 -- C17: after expiry the old lease's renew, append and deleteHead fail, before
@@ -460,6 +488,10 @@ SELECT is(sandbox_persist.checkpoint_list_blob_references()::jsonb, '[]'::jsonb,
 SELECT is(sandbox_persist.checkpoint_list('thread-a')::jsonb, '[]'::jsonb, 'C18.9 the thread lists []');
 SELECT * FROM pg_temp.rejects(pg_temp.q_del('thread-a', '1', pg_temp.w()), pg_temp.e('NOT_HEAD'),
     'C18.10 deleteHead on a thread without a head');
+SELECT pg_temp.app(pg_temp.cp('1'), NULL);
+SELECT pg_temp.app(pg_temp.cp('2', '1'), '1');
+SELECT * FROM pg_temp.rejects(pg_temp.q_del('thread-a', '1', (pg_temp.w()::jsonb || '{"fence": 99}')::json),
+    pg_temp.e('WRITER_LOST'), 'C18.11 deleteHead of a non-head with a non-current writer (lease checked first)');
 
 ------------------------------------------------------------------------------
 -- R14: an absent parentCheckpointId is a root, read back as null.
@@ -542,6 +574,10 @@ SELECT pg_temp.app(pg_temp.cp('1') || jsonb_build_object('artifacts', jsonb_buil
 SELECT is(sandbox_persist.checkpoint_list_blob_references()::jsonb,
     pg_temp.refs('sandbox-artifacts/sha256/' || repeat('a', 64), '1', pg_temp.fkey('1'), '1'),
     'S2.1 the file key and the artifact key are referenced');
+SELECT is((sandbox_persist.checkpoint_get('1')->'artifacts'->0)::jsonb,
+    json_build_object('artifactId', 'art-1', 'name', 'report.txt', 'mimeType', 'text/plain', 'size', 3,
+        'blobKey', 'sandbox-artifacts/sha256/' || repeat('a', 64), 'createdAt', 1.5)::jsonb,
+    'S2.9 the checkpoint artifact reads back with exactly its six fields');
 SELECT lives_ok(pg_temp.q_del('thread-a', '1', pg_temp.w()), 'S2.2 deleteHead of 1 succeeds');
 SELECT is((SELECT count(*) FROM sandbox_persist.checkpoint_blob_refs WHERE checkpoint_id = '1'), 0::bigint,
     'S2.3 no reference rows of 1 remain');
@@ -574,10 +610,10 @@ SELECT pg_temp.reset();
 CREATE TEMP TABLE conv AS SELECT
     '{"role":"user","content":"nul \u0000 inside"}'::text AS m_nul,
     '{"role":"tool","content":"lone \ud800 and \udc00 and pair \ud83d\ude00"}'::text AS m_sur,
-    '{"z":1,"a":2,"role":"assistant","z":3}'::text AS m_keys,
+    '{"z":1,"a":2,"role":"assistant","z":3,"s":"\u00e9\/\"\\ é"}'::text AS m_keys,
     '{ "role" : "assistant",  "content" : null ,"n":1.50, "e":1E+2 }'::text AS m_ws;
 SELECT is(sandbox_persist.checkpoint_append(pg_temp.input(pg_temp.cp('1'), NULL, pg_temp.w()),
-        (SELECT ('[' || m_nul || ',' || m_sur || ',' || m_keys || ',' || m_ws || ']')::json FROM conv))::jsonb,
+        (SELECT (E'[\n  ' || m_nul || E' ,\n  ' || m_sur || ',' || m_keys || E'\t,' || m_ws || ' ]')::json FROM conv))::jsonb,
     '{"headId":"1"}'::jsonb, 'V13.20 a conversation with \u0000 and lone surrogate escapes is accepted');
 SELECT is(pg_temp.elems(pg_temp.field(sandbox_persist.checkpoint_get('1'), 'conversation')),
     (SELECT ARRAY[m_nul, m_sur, m_keys, m_ws] FROM conv),
@@ -587,7 +623,7 @@ SELECT is((pg_temp.elems(pg_temp.field(sandbox_persist.checkpoint_get('1'), 'con
 SELECT is((pg_temp.elems(pg_temp.field(sandbox_persist.checkpoint_get('1'), 'conversation')))[2],
     (SELECT m_sur FROM conv), 'V14.20 lone surrogate escapes come back unchanged');
 SELECT is((pg_temp.elems(pg_temp.field(sandbox_persist.checkpoint_get('1'), 'conversation')))[3],
-    (SELECT m_keys FROM conv), '§8.2 key order and duplicate keys are kept');
+    (SELECT m_keys FROM conv), '§8.2 key order, duplicate keys and escapes (\u00e9, \/) are kept');
 SELECT is(pg_temp.elems(pg_temp.field(pg_temp.nth(sandbox_persist.checkpoint_list('thread-a'), 1), 'conversation')),
     (SELECT ARRAY[m_nul, m_sur, m_keys, m_ws] FROM conv), '§8.3 list returns the same message texts');
 SELECT is(json_typeof(pg_temp.nth(pg_temp.field(sandbox_persist.checkpoint_get('1'), 'conversation'), 4)->'content'), 'null',
@@ -596,6 +632,10 @@ SELECT is(sandbox_persist.checkpoint_append(pg_temp.input(pg_temp.cp('2', '1'), 
         ' [ ] ')::jsonb, '{"headId":"2"}'::jsonb, '§8.5 an empty conversation is accepted');
 SELECT is(json_array_length(sandbox_persist.checkpoint_get('2')->'conversation'), 0,
     '§8.6 an empty conversation reads back as []');
+SELECT sandbox_persist.checkpoint_append(pg_temp.input(pg_temp.cp('3', '2'), '2', pg_temp.w()),
+    '[1,"x",null,[],{},true,-0.0]');
+SELECT is(pg_temp.elems(sandbox_persist.checkpoint_get('3')->'conversation'),
+    ARRAY['1', '"x"', 'null', '[]', '{}', 'true', '-0.0'], '§8.13 messages of any JSON type round-trip as text');
 
 ------------------------------------------------------------------------------
 -- §8: no quadratic storage: each distinct message is stored once.
@@ -604,11 +644,11 @@ SELECT pg_temp.reset();
 SELECT sandbox_persist.checkpoint_append(pg_temp.input(pg_temp.cp('1'), NULL, pg_temp.w()),
     '[{"role":"user","content":"m1"}]');
 SELECT sandbox_persist.checkpoint_append(pg_temp.input(pg_temp.cp('2', '1'), '1', pg_temp.w()),
-    '[{"role":"user","content":"m1"},{"role":"assistant","content":"m2"}]');
+    E'[ {"role":"user","content":"m1"} ,\n {"role":"assistant","content":"m2"}\n]');
 SELECT sandbox_persist.checkpoint_append(pg_temp.input(pg_temp.cp('3', '2'), '2', pg_temp.w()),
     '[{"role":"user","content":"m1"},{"role":"assistant","content":"m2"},{"role":"user","content":"m3"},{"role":"user","content":"m1"}]');
 SELECT is((SELECT count(*) FROM sandbox_persist.conversation_messages), 3::bigint,
-    '§8.7 three checkpoints sharing messages store each distinct message once (3 rows, not 7)');
+    '§8.7 three checkpoints sharing messages store each distinct message once (3 rows, not 7; separators do not count)');
 SELECT is(pg_temp.elems(sandbox_persist.checkpoint_get('3')->'conversation'),
     ARRAY['{"role":"user","content":"m1"}', '{"role":"assistant","content":"m2"}',
           '{"role":"user","content":"m3"}', '{"role":"user","content":"m1"}'],

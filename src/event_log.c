@@ -1,0 +1,439 @@
+/*
+ * event_log.c
+ *
+ * The durable event log behind StreamDurability (durable-runs.md section 5):
+ * one append-only log per run, chunks stored as their exact JSON text,
+ * numbered densely from 1. Appends are idempotent per (producerId,
+ * producerSeq), may be fenced by the run's driverEpoch, and are accepted
+ * after close. Every append and close notifies sandbox_persist_event_log with
+ * the numeric log id.
+ *
+ * Locking: an append locks its log row FOR UPDATE until commit, which is what
+ * makes commit order equal sequence order (a reader past n never misses n).
+ * A fenced append then reads the run row FOR SHARE, so a concurrent epoch bump
+ * waits for it and every later append at the old epoch fails. Lock order:
+ * log row, then run row. Reads never lock; read is STABLE, so its entries,
+ * tail and closed flag come from one snapshot.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "commands/async.h"
+#include "utils/builtins.h"
+
+#include "sandbox_persist.h"
+
+PG_FUNCTION_INFO_V1(event_log_append);
+PG_FUNCTION_INFO_V1(event_log_read);
+PG_FUNCTION_INFO_V1(event_log_close);
+PG_FUNCTION_INFO_V1(event_log_snapshot);
+
+static SpQuery log_create = {
+	"INSERT INTO sandbox_persist.event_logs (run_id, created_at, last_append_at)"
+	" VALUES ($1, $2, $2) ON CONFLICT (run_id) DO NOTHING",
+	2, {TEXTOID, INT8OID}
+};
+
+static SpQuery log_lock = {
+	"SELECT log_id, tail_seq, closed_at IS NOT NULL FROM sandbox_persist.event_logs"
+	" WHERE run_id = $1 FOR UPDATE",
+	1, {TEXTOID}
+};
+
+static SpQuery log_producer = {
+	"SELECT first_seq, chunk_count FROM sandbox_persist.event_log_producers"
+	" WHERE log_id = $1 AND producer_id = $2::uuid AND producer_seq = $3",
+	3, {INT8OID, TEXTOID, INT8OID}
+};
+
+static SpQuery log_fence = {
+	"SELECT driver_epoch, status FROM sandbox_persist.runs WHERE run_id = $1 FOR SHARE",
+	1, {TEXTOID}
+};
+
+static SpQuery log_run_status = {
+	"SELECT status FROM sandbox_persist.runs WHERE run_id = $1",
+	1, {TEXTOID}
+};
+
+static SpQuery log_insert_entries = {
+	"INSERT INTO sandbox_persist.event_log_entries (log_id, seq, chunk)"
+	" SELECT $1, $2 + u.ord, u.c::json FROM unnest($3::text[]) WITH ORDINALITY AS u(c, ord)",
+	3, {INT8OID, INT8OID, TEXTARRAYOID}
+};
+
+static SpQuery log_insert_producer = {
+	"INSERT INTO sandbox_persist.event_log_producers"
+	" (log_id, producer_id, producer_seq, first_seq, chunk_count)"
+	" VALUES ($1, $2::uuid, $3, $4, $5)",
+	5, {INT8OID, TEXTOID, INT8OID, INT8OID, INT4OID}
+};
+
+/* $3: count an append after close; $4: reopen the log. */
+static SpQuery log_advance = {
+	"UPDATE sandbox_persist.event_logs SET tail_seq = $2, last_append_at = $5,"
+	" appends_after_close = appends_after_close + CASE WHEN $3 THEN 1 ELSE 0 END,"
+	" closed_at = CASE WHEN $4 THEN NULL ELSE closed_at END"
+	" WHERE log_id = $1",
+	5, {INT8OID, INT8OID, BOOLOID, BOOLOID, INT8OID}
+};
+
+static SpQuery log_select = {
+	"SELECT log_id, tail_seq, closed_at IS NOT NULL FROM sandbox_persist.event_logs"
+	" WHERE run_id = $1",
+	1, {TEXTOID}
+};
+
+static SpQuery log_entries = {
+	"SELECT seq, chunk::text FROM sandbox_persist.event_log_entries"
+	" WHERE log_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+	3, {INT8OID, INT8OID, INT8OID}
+};
+
+static SpQuery log_close = {
+	"INSERT INTO sandbox_persist.event_logs AS l (run_id, created_at, last_append_at, closed_at)"
+	" VALUES ($1, $2, $2, $2)"
+	" ON CONFLICT (run_id) DO UPDATE SET closed_at = coalesce(l.closed_at, EXCLUDED.closed_at)"
+	" RETURNING log_id",
+	2, {TEXTOID, INT8OID}
+};
+
+/* Notify readers parked on this log; delivered at commit, dropped on rollback. */
+static void
+LogNotify(int64 log_id)
+{
+	char		payload[32];
+
+	snprintf(payload, sizeof(payload), INT64_FORMAT, log_id);
+	Async_Notify("sandbox_persist_event_log", payload);
+}
+
+/* Append "[a,b,...]" of consecutive sequence numbers first..first+n-1. */
+static void
+LogAppendSeqs(StringInfo buf, int64 first, int n)
+{
+	appendStringInfoChar(buf, '[');
+	for (int i = 0; i < n; i++)
+		appendStringInfo(buf, "%s" INT64_FORMAT, i ? "," : "", first + i);
+	appendStringInfoChar(buf, ']');
+}
+
+/*
+ * event_log_append(run_id text, chunks json, options json) -> json: append a
+ * batch atomically and return one sequence number per chunk, in order.
+ * options = {producerId?, producerSeq?, fenceEpoch?}.
+ */
+Datum
+event_log_append(PG_FUNCTION_ARGS)
+{
+	static const char *const names[] = {"producerId", "producerSeq", "fenceEpoch"};
+	char	   *run_id = CheckIdArg(fcinfo, 0, "run_id", SP_ID_MAX_BYTES);
+	SpJson	   *chunks = CheckJsonArg(fcinfo, 1, "chunks");
+	SpJson	   *m[lengthof(names)] = {NULL, NULL, NULL};
+	char	   *producer_id = NULL;
+	int64		producer_seq = 0;
+	bool		fenced = false;
+	int64		fence_epoch = 0;
+	int64		now = SpNowMs(fcinfo, -1);
+	Datum	   *texts;
+	SpArgs		args;
+	int64		log_id = 0;
+	int64		tail = 0;
+	bool		closed = false;
+	bool		reopen = false;
+	int64		first_seq;
+	StringInfoData result;
+
+	if (chunks->kind != SPJ_ARRAY)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("chunks must be a JSON array"),
+				 errdetail("A JSON %s was given.", SpJsonKindName(chunks->kind))));
+	if (!PG_ARGISNULL(2))
+	{
+		SpJson	   *opts = CheckJsonObjectArg(fcinfo, 2, "options");
+
+		SpJsonMembers(opts, names, lengthof(names), m, "event log append options", false,
+					  ERRCODE_INVALID_PARAMETER_VALUE, -1);
+	}
+	if ((m[0] == NULL) != (m[1] == NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("producerId and producerSeq go together"),
+				 errdetail("An idempotent append names both its producer and its sequence number.")));
+	if (m[0] != NULL)
+	{
+		producer_id = CheckStringJson(m[0], "producerId");
+		if (!SpIsUuid(producer_id))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("producerId must be a UUID"),
+					 errdetail("\"%s\" is not a UUID.", producer_id)));
+		producer_seq = CheckIntJson(m[1], "producerSeq", 0);
+	}
+	if (m[2] != NULL)
+	{
+		fenced = true;
+		fence_epoch = CheckIntJson(m[2], "fenceEpoch", 0);
+	}
+	/* every chunk is checked before anything is written */
+	texts = palloc(sizeof(Datum) * Max(chunks->count, 1));
+	for (int i = 0; i < chunks->count; i++)
+	{
+		if (chunks->items[i]->kind != SPJ_OBJECT)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("each chunk must be a JSON object"),
+					 errdetail("Element %d is a JSON %s.", i,
+							   SpJsonKindName(chunks->items[i]->kind))));
+		texts[i] = PointerGetDatum(cstring_to_text_with_len(chunks->items[i]->raw,
+															chunks->items[i]->rawlen));
+	}
+	initStringInfo(&result);
+	if (chunks->count == 0)
+	{
+		appendStringInfoString(&result, "[]");
+		PG_RETURN_DATUM(SpJsonResult(&result));
+	}
+
+	SPI_connect();
+	SpArgsInit(&args);
+	SpArgText(&args, run_id);
+	SpArgInt64(&args, now);
+	SpExec(&log_create, &args, false, 0);
+	SpArgsInit(&args);
+	SpArgText(&args, run_id);
+	SpExec(&log_lock, &args, false, 1);
+	SpGetInt64(0, 1, &log_id);
+	SpGetInt64(0, 2, &tail);
+	SpGetBool(0, 3, &closed);
+
+	if (producer_id != NULL)
+	{
+		SpArgsInit(&args);
+		SpArgInt64(&args, log_id);
+		SpArgText(&args, producer_id);
+		SpArgInt64(&args, producer_seq);
+		if (SpExec(&log_producer, &args, false, 1) == 1)
+		{
+			int64		prev_first = 0;
+			int64		prev_count = 0;
+			bool		isnull;
+
+			SpGetInt64(0, 1, &prev_first);
+			prev_count = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+													 SPI_tuptable->tupdesc, 2, &isnull));
+			if (prev_count != chunks->count)
+				sp_error(SP_EVENT_LOG_PRODUCER_SEQ_CONFLICT,
+						 ("event log producer sequence reused"),
+						 "Producer %s already appended " INT64_FORMAT " chunks as sequence "
+						 INT64_FORMAT ", not %d.", producer_id, prev_count, producer_seq,
+						 chunks->count);
+			SPI_finish();
+			/* a retry of a committed append: same numbers, nothing appended */
+			LogAppendSeqs(&result, prev_first, chunks->count);
+			PG_RETURN_DATUM(SpJsonResult(&result));
+		}
+	}
+	if (fenced)
+	{
+		int64		epoch = 0;
+		bool		has_epoch = false;
+
+		SpArgsInit(&args);
+		SpArgText(&args, run_id);
+		if (SpExec(&log_fence, &args, false, 1) == 1)
+			has_epoch = SpGetInt64(0, 1, &epoch);
+		if (!has_epoch || epoch != fence_epoch)
+			sp_error(SP_EVENT_LOG_FENCE_STALE,
+					 ("event log append fenced out"),
+					 "Run \"%s\" is not at driverEpoch " INT64_FORMAT "; this driver was superseded.",
+					 run_id, fence_epoch);
+	}
+	if (closed && sp_event_log_reopen == SP_REOPEN_IF_RUN_ACTIVE)
+	{
+		char	   *status = NULL;
+
+		SpArgsInit(&args);
+		SpArgText(&args, run_id);
+		if (SpExec(&log_run_status, &args, false, 1) == 1)
+			status = SpGetText(0, 1);
+		reopen = status != NULL &&
+			(strcmp(status, "running") == 0 || strcmp(status, "interrupted") == 0);
+	}
+
+	first_seq = tail + 1;
+	SpArgsInit(&args);
+	SpArgInt64(&args, log_id);
+	SpArgInt64(&args, tail);
+	SpArgDatum(&args, PointerGetDatum(construct_array(texts, chunks->count, TEXTOID, -1,
+													  false, TYPALIGN_INT)));
+	SpExec(&log_insert_entries, &args, false, 0);
+	if (producer_id != NULL)
+	{
+		SpArgsInit(&args);
+		SpArgInt64(&args, log_id);
+		SpArgText(&args, producer_id);
+		SpArgInt64(&args, producer_seq);
+		SpArgInt64(&args, first_seq);
+		SpArgDatum(&args, Int32GetDatum(chunks->count));
+		SpExec(&log_insert_producer, &args, false, 0);
+	}
+	SpArgsInit(&args);
+	SpArgInt64(&args, log_id);
+	SpArgInt64(&args, tail + chunks->count);
+	SpArgBool(&args, closed);
+	SpArgBool(&args, reopen);
+	SpArgInt64(&args, now);
+	SpExec(&log_advance, &args, false, 0);
+	SPI_finish();
+
+	LogNotify(log_id);
+	LogAppendSeqs(&result, first_seq, chunks->count);
+	PG_RETURN_DATUM(SpJsonResult(&result));
+}
+
+/* Append [{seq, chunk}, ...] of the current SPI result. */
+static void
+LogAppendEntries(StringInfo buf, int n)
+{
+	appendStringInfoChar(buf, '[');
+	for (int i = 0; i < n; i++)
+	{
+		int64		seq = 0;
+
+		SpGetInt64(i, 1, &seq);
+		appendStringInfo(buf, "%s{\"seq\":" INT64_FORMAT ",\"chunk\":", i ? "," : "", seq);
+		appendStringInfoString(buf, SpGetText(i, 2));
+		appendStringInfoChar(buf, '}');
+	}
+	appendStringInfoChar(buf, ']');
+}
+
+/*
+ * event_log_read(run_id text, after_seq bigint, max_rows integer) -> json
+ * {logId, exists, closed, tail, entries}: entries with seq > after_seq,
+ * oldest first, at most max_rows, all from one snapshot.
+ */
+Datum
+event_log_read(PG_FUNCTION_ARGS)
+{
+	char	   *run_id = CheckIdArg(fcinfo, 0, "run_id", SP_ID_MAX_BYTES);
+	int64		after;
+	int64		max_rows = PG_ARGISNULL(2) ? 1000 : PG_GETARG_INT32(2);
+	MemoryContext outer = CurrentMemoryContext;
+	MemoryContext spi;
+	StringInfoData buf;
+	SpArgs		args;
+	int64		log_id = 0;
+	int64		tail = 0;
+	bool		closed = false;
+	int			n;
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("after_seq must not be null"),
+				 errdetail("Read from the start with after_seq 0.")));
+	after = PG_GETARG_INT64(1);
+	if (after < 0 || max_rows < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be negative", after < 0 ? "after_seq" : "max_rows"),
+				 errdetail("A value of " INT64_FORMAT " was given.", after < 0 ? after : max_rows)));
+
+	SPI_connect();
+	SpArgsInit(&args);
+	SpArgText(&args, run_id);
+	if (SpExec(&log_select, &args, true, 1) == 0)
+	{
+		if (after > 0)
+			sp_error(SP_EVENT_LOG_NOT_FOUND,
+					 ("event log not found"),
+					 "Run \"%s\" has no event log to read after " INT64_FORMAT ".", run_id, after);
+		SPI_finish();
+		initStringInfo(&buf);
+		appendStringInfoString(&buf, "{\"exists\":false,\"closed\":false,\"tail\":0,\"entries\":[]}");
+		PG_RETURN_DATUM(SpJsonResult(&buf));
+	}
+	SpGetInt64(0, 1, &log_id);
+	SpGetInt64(0, 2, &tail);
+	SpGetBool(0, 3, &closed);
+	if (after > tail)
+		sp_error(SP_EVENT_LOG_OFFSET_OUT_OF_RANGE,
+				 ("event log offset out of range"),
+				 "The log of run \"%s\" ends at " INT64_FORMAT "; offset " INT64_FORMAT
+				 " is beyond it.", run_id, tail, after);
+	n = 0;
+	if (max_rows > 0 && after < tail)
+	{
+		SpArgsInit(&args);
+		SpArgInt64(&args, log_id);
+		SpArgInt64(&args, after);
+		SpArgInt64(&args, max_rows);
+		n = SpExec(&log_entries, &args, true, 0);
+	}
+	spi = MemoryContextSwitchTo(outer);
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "{\"logId\":" INT64_FORMAT ",\"exists\":true,\"closed\":%s,\"tail\":"
+					 INT64_FORMAT ",\"entries\":", log_id, closed ? "true" : "false", tail);
+	LogAppendEntries(&buf, n);
+	appendStringInfoChar(&buf, '}');
+	MemoryContextSwitchTo(spi);
+	SPI_finish();
+	PG_RETURN_DATUM(SpJsonResult(&buf));
+}
+
+/*
+ * event_log_close(run_id text): mark the log closed (creating an empty closed
+ * log when none exists); idempotent, keeps the first close time, never fenced.
+ */
+Datum
+event_log_close(PG_FUNCTION_ARGS)
+{
+	char	   *run_id = CheckIdArg(fcinfo, 0, "run_id", SP_ID_MAX_BYTES);
+	SpArgs		args;
+	int64		log_id = 0;
+
+	SPI_connect();
+	SpArgsInit(&args);
+	SpArgText(&args, run_id);
+	SpArgInt64(&args, SpNowMs(fcinfo, -1));
+	SpExec(&log_close, &args, false, 1);
+	SpGetInt64(0, 1, &log_id);
+	SPI_finish();
+	LogNotify(log_id);
+	PG_RETURN_VOID();
+}
+
+/* event_log_snapshot(run_id text) -> json: every stored entry in order; [] for an unknown run. */
+Datum
+event_log_snapshot(PG_FUNCTION_ARGS)
+{
+	char	   *run_id = CheckIdArg(fcinfo, 0, "run_id", SP_ID_MAX_BYTES);
+	MemoryContext outer = CurrentMemoryContext;
+	MemoryContext spi;
+	StringInfoData buf;
+	SpArgs		args;
+	int64		log_id = 0;
+	int			n = 0;
+
+	SPI_connect();
+	SpArgsInit(&args);
+	SpArgText(&args, run_id);
+	if (SpExec(&log_select, &args, true, 1) == 1)
+	{
+		SpGetInt64(0, 1, &log_id);
+		SpArgsInit(&args);
+		SpArgInt64(&args, log_id);
+		SpArgInt64(&args, 0);
+		SpArgInt64(&args, PG_INT64_MAX);
+		n = SpExec(&log_entries, &args, true, 0);
+	}
+	spi = MemoryContextSwitchTo(outer);
+	initStringInfo(&buf);
+	LogAppendEntries(&buf, n);
+	MemoryContextSwitchTo(spi);
+	SPI_finish();
+	PG_RETURN_DATUM(SpJsonResult(&buf));
+}

@@ -1,0 +1,377 @@
+/*
+ * locks.c
+ *
+ * The LockStore backend (durable-runs.md section 4): leased, fenced locks
+ * for keys such as run-driver:<runId> and sandbox:<key>, one row per held
+ * key. Not advisory locks: every call is one short statement, so locks work
+ * through transaction poolers, survive client crashes (the lease expires) and
+ * are visible to maintenance. The blocking wait belongs to the client, which
+ * polls and is woken early by the NOTIFY a release sends.
+ *
+ * Locking: each function touches only its key's row. Acquire is one
+ * INSERT ... ON CONFLICT DO UPDATE that takes the row only when it is absent
+ * or expired, so it never waits beyond another call's statement. Fences come
+ * from one global sequence and so keep growing across release, takeover and
+ * the purge of expired rows. At now == expiresAt a lock is free.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "commands/async.h"
+#include "common/int.h"
+#include "common/md5.h"
+#include "utils/builtins.h"
+
+#include "sandbox_persist.h"
+
+PG_FUNCTION_INFO_V1(lock_acquire);
+PG_FUNCTION_INFO_V1(lock_renew);
+PG_FUNCTION_INFO_V1(lock_renew_many);
+PG_FUNCTION_INFO_V1(lock_release);
+PG_FUNCTION_INFO_V1(lock_check);
+PG_FUNCTION_INFO_V1(lock_holder);
+
+#define LOCK_TTL_MIN_MS 1000
+#define LOCK_TTL_MAX_MS 600000
+
+static SpQuery lock_take = {
+	"INSERT INTO sandbox_persist.locks AS l (lock_key, owner_token, fence, acquired_at, expires_at)"
+	" VALUES ($1, pg_catalog.gen_random_uuid(), nextval('sandbox_persist.lock_fences'), $2, $3)"
+	" ON CONFLICT (lock_key) DO UPDATE SET owner_token = EXCLUDED.owner_token,"
+	" fence = EXCLUDED.fence, acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at"
+	" WHERE l.expires_at <= $2"
+	" RETURNING owner_token::text, fence",
+	3, {TEXTOID, INT8OID, INT8OID}
+};
+
+static SpQuery lock_extend = {
+	"UPDATE sandbox_persist.locks SET expires_at = $4"
+	" WHERE lock_key = $1 AND owner_token::text = $2 AND expires_at > $3",
+	4, {TEXTOID, TEXTOID, INT8OID, INT8OID}
+};
+
+/* Renew every (key, token) pair still held; report each key's outcome in input order. */
+static SpQuery lock_extend_many = {
+	"WITH req AS (SELECT k, t, ord FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(k, t, ord)),"
+	" upd AS (UPDATE sandbox_persist.locks l SET expires_at = $4 FROM req"
+	"         WHERE l.lock_key = req.k AND l.owner_token::text = req.t AND l.expires_at > $3"
+	"         RETURNING l.lock_key)"
+	" SELECT req.k, upd.lock_key IS NOT NULL FROM req LEFT JOIN upd ON upd.lock_key = req.k"
+	" ORDER BY req.ord",
+	4, {TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID}
+};
+
+static SpQuery lock_drop = {
+	"DELETE FROM sandbox_persist.locks WHERE lock_key = $1 AND owner_token::text = $2",
+	2, {TEXTOID, TEXTOID}
+};
+
+static SpQuery lock_verify = {
+	"SELECT 1 FROM sandbox_persist.locks"
+	" WHERE lock_key = $1 AND owner_token::text = $2 AND fence = $3 AND expires_at > $4",
+	4, {TEXTOID, TEXTOID, INT8OID, INT8OID}
+};
+
+static SpQuery lock_describe = {
+	"SELECT fence, acquired_at, expires_at FROM sandbox_persist.locks WHERE lock_key = $1",
+	1, {TEXTOID}
+};
+
+/* Read a lock key argument: an identifier of at most 2048 bytes. */
+static char *
+LockKeyArg(FunctionCallInfo fcinfo, int argno)
+{
+	return CheckIdArg(fcinfo, argno, "lock_key", SP_KEY_MAX_BYTES);
+}
+
+/* Read a required text argument that is not an identifier (an owner token). */
+static char *
+LockTokenArg(FunctionCallInfo fcinfo, int argno)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("owner_token must not be null"),
+				 errdetail("The value is required.")));
+	return text_to_cstring(PG_GETARG_TEXT_PP(argno));
+}
+
+/* Read ttl_ms (1000..600000) and return now + ttl_ms. */
+static int64
+LockExpiry(FunctionCallInfo fcinfo, int argno, int64 now)
+{
+	int64		ttl;
+	int64		expires;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("ttl_ms must not be null"),
+				 errdetail("The value is required.")));
+	ttl = PG_GETARG_INT64(argno);
+	if (ttl < LOCK_TTL_MIN_MS || ttl > LOCK_TTL_MAX_MS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ttl_ms must be between %d and %d", LOCK_TTL_MIN_MS, LOCK_TTL_MAX_MS),
+				 errdetail("A lease of " INT64_FORMAT " ms was requested.", ttl)));
+	if (pg_add_s64_overflow(now, ttl, &expires))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("lock expiry is out of range"),
+				 errdetail("now + ttl_ms overflows bigint.")));
+	return expires;
+}
+
+/*
+ * lock_acquire(lock_key text, ttl_ms bigint, now_ms bigint) -> json
+ * {ownerToken, fence, expiresAt}, or NULL at once when the key is held.
+ */
+Datum
+lock_acquire(PG_FUNCTION_ARGS)
+{
+	char	   *key = LockKeyArg(fcinfo, 0);
+	int64		now = SpNowMs(fcinfo, 2);
+	int64		expires = LockExpiry(fcinfo, 1, now);
+	MemoryContext outer = CurrentMemoryContext;
+	StringInfoData buf;
+	SpArgs		args;
+	bool		granted;
+
+	SPI_connect();
+	SpArgsInit(&args);
+	SpArgText(&args, key);
+	SpArgInt64(&args, now);
+	SpArgInt64(&args, expires);
+	granted = SpExec(&lock_take, &args, false, 0) == 1;
+	if (granted)
+	{
+		MemoryContext spi = MemoryContextSwitchTo(outer);
+		int64		fence = 0;
+		bool		first = true;
+
+		SpGetInt64(0, 2, &fence);
+		initStringInfo(&buf);
+		appendStringInfoChar(&buf, '{');
+		SpAppendKey(&buf, &first, "ownerToken");
+		SpAppendString(&buf, SpGetText(0, 1));
+		SpAppendKey(&buf, &first, "fence");
+		SpAppendInt64(&buf, fence);
+		SpAppendKey(&buf, &first, "expiresAt");
+		SpAppendInt64(&buf, expires);
+		appendStringInfoChar(&buf, '}');
+		MemoryContextSwitchTo(spi);
+	}
+	SPI_finish();
+	if (!granted)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(SpJsonResult(&buf));
+}
+
+/*
+ * lock_renew(lock_key text, owner_token text, ttl_ms bigint, now_ms bigint)
+ * -> json {expiresAt}, or NULL when the lease is lost (expired, taken, or
+ * never this owner's). An expired lease is never revived.
+ */
+Datum
+lock_renew(PG_FUNCTION_ARGS)
+{
+	char	   *key = LockKeyArg(fcinfo, 0);
+	char	   *token = LockTokenArg(fcinfo, 1);
+	int64		now = SpNowMs(fcinfo, 3);
+	int64		expires = LockExpiry(fcinfo, 2, now);
+	StringInfoData buf;
+	SpArgs		args;
+	int			n;
+
+	SPI_connect();
+	SpArgsInit(&args);
+	SpArgText(&args, key);
+	SpArgText(&args, token);
+	SpArgInt64(&args, now);
+	SpArgInt64(&args, expires);
+	n = SpExec(&lock_extend, &args, false, 0);
+	SPI_finish();
+	if (n == 0)
+		PG_RETURN_NULL();
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "{\"expiresAt\":" INT64_FORMAT "}", expires);
+	PG_RETURN_DATUM(SpJsonResult(&buf));
+}
+
+/*
+ * lock_renew_many(leases json, ttl_ms bigint, now_ms bigint) -> json
+ * {renewed: [{key, expiresAt}], lost: [key]}: renew every {key, ownerToken}
+ * of a process in one statement.
+ */
+Datum
+lock_renew_many(PG_FUNCTION_ARGS)
+{
+	static const char *const names[] = {"key", "ownerToken"};
+	SpJson	   *leases = CheckJsonArg(fcinfo, 0, "leases");
+	int64		now = SpNowMs(fcinfo, 2);
+	int64		expires = LockExpiry(fcinfo, 1, now);
+	MemoryContext outer = CurrentMemoryContext;
+	MemoryContext spi;
+	Datum	   *keys;
+	Datum	   *tokens;
+	StringInfoData renewed;
+	StringInfoData lost;
+	StringInfoData buf;
+	SpArgs		args;
+	int			n;
+
+	if (leases->kind != SPJ_ARRAY)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("leases must be a JSON array"),
+				 errdetail("A JSON %s was given.", SpJsonKindName(leases->kind))));
+	keys = palloc(sizeof(Datum) * Max(leases->count, 1));
+	tokens = palloc(sizeof(Datum) * Max(leases->count, 1));
+	for (int i = 0; i < leases->count; i++)
+	{
+		SpJson	   *m[lengthof(names)];
+
+		if (leases->items[i]->kind != SPJ_OBJECT)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("each lease must be an object {key, ownerToken}"),
+					 errdetail("Element %d is a JSON %s.", i,
+							   SpJsonKindName(leases->items[i]->kind))));
+		SpJsonMembers(leases->items[i], names, lengthof(names), m, "a lease", false,
+					  ERRCODE_INVALID_PARAMETER_VALUE, -1);
+		keys[i] = CStringGetTextDatum(CheckIdJson(m[0], "key", SP_KEY_MAX_BYTES));
+		tokens[i] = CStringGetTextDatum(CheckStringJson(m[1], "ownerToken"));
+	}
+
+	SPI_connect();
+	SpArgsInit(&args);
+	SpArgDatum(&args, PointerGetDatum(construct_array(keys, leases->count, TEXTOID, -1,
+													  false, TYPALIGN_INT)));
+	SpArgDatum(&args, PointerGetDatum(construct_array(tokens, leases->count, TEXTOID, -1,
+													  false, TYPALIGN_INT)));
+	SpArgInt64(&args, now);
+	SpArgInt64(&args, expires);
+	n = SpExec(&lock_extend_many, &args, false, 0);
+	spi = MemoryContextSwitchTo(outer);
+	initStringInfo(&renewed);
+	initStringInfo(&lost);
+	for (int i = 0; i < n; i++)
+	{
+		bool		ok = false;
+		StringInfo	list;
+
+		SpGetBool(i, 2, &ok);
+		list = ok ? &renewed : &lost;
+		if (list->len > 0)
+			appendStringInfoChar(list, ',');
+		if (ok)
+		{
+			appendStringInfoString(list, "{\"key\":");
+			SpAppendString(list, SpGetText(i, 1));
+			appendStringInfo(list, ",\"expiresAt\":" INT64_FORMAT "}", expires);
+		}
+		else
+			SpAppendString(list, SpGetText(i, 1));
+	}
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "{\"renewed\":[%s],\"lost\":[%s]}", renewed.data, lost.data);
+	MemoryContextSwitchTo(spi);
+	SPI_finish();
+	PG_RETURN_DATUM(SpJsonResult(&buf));
+}
+
+/*
+ * lock_release(lock_key text, owner_token text) -> boolean: delete the row
+ * only when the token matches, and notify sandbox_persist_lock with the MD5
+ * hex of the key so waiting clients retry at once (sent at commit).
+ */
+Datum
+lock_release(PG_FUNCTION_ARGS)
+{
+	char	   *key = LockKeyArg(fcinfo, 0);
+	char	   *token = LockTokenArg(fcinfo, 1);
+	SpArgs		args;
+	bool		released;
+
+	SPI_connect();
+	SpArgsInit(&args);
+	SpArgText(&args, key);
+	SpArgText(&args, token);
+	released = SpExec(&lock_drop, &args, false, 0) == 1;
+	SPI_finish();
+	if (released)
+	{
+		char		hex[33];
+		const char *errstr = NULL;
+
+		if (!pg_md5_hash(key, strlen(key), hex, &errstr))
+			elog(ERROR, "could not hash the lock key: %s", errstr);
+		Async_Notify("sandbox_persist_lock", hex);
+	}
+	PG_RETURN_BOOL(released);
+}
+
+/*
+ * lock_check(lock_key text, owner_token text, fence bigint, now_ms bigint) ->
+ * boolean: true iff that token and fence hold the key unexpired.
+ */
+Datum
+lock_check(PG_FUNCTION_ARGS)
+{
+	char	   *key = LockKeyArg(fcinfo, 0);
+	char	   *token = LockTokenArg(fcinfo, 1);
+	int64		now = SpNowMs(fcinfo, 3);
+	SpArgs		args;
+	bool		held;
+
+	if (PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("fence must not be null"),
+				 errdetail("The value is required.")));
+	SPI_connect();
+	SpArgsInit(&args);
+	SpArgText(&args, key);
+	SpArgText(&args, token);
+	SpArgInt64(&args, PG_GETARG_INT64(2));
+	SpArgInt64(&args, now);
+	held = SpExec(&lock_verify, &args, true, 1) == 1;
+	SPI_finish();
+	PG_RETURN_BOOL(held);
+}
+
+/*
+ * lock_holder(lock_key text, now_ms bigint) -> json {fence, acquiredAt,
+ * expiresAt, expired}, or NULL; never the owner token.
+ */
+Datum
+lock_holder(PG_FUNCTION_ARGS)
+{
+	char	   *key = LockKeyArg(fcinfo, 0);
+	int64		now = SpNowMs(fcinfo, 1);
+	StringInfoData buf;
+	SpArgs		args;
+	int64		fence = 0;
+	int64		acquired = 0;
+	int64		expires = 0;
+	bool		found;
+
+	SPI_connect();
+	SpArgsInit(&args);
+	SpArgText(&args, key);
+	found = SpExec(&lock_describe, &args, true, 1) == 1;
+	if (found)
+	{
+		SpGetInt64(0, 1, &fence);
+		SpGetInt64(0, 2, &acquired);
+		SpGetInt64(0, 3, &expires);
+	}
+	SPI_finish();
+	if (!found)
+		PG_RETURN_NULL();
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "{\"fence\":" INT64_FORMAT ",\"acquiredAt\":" INT64_FORMAT
+					 ",\"expiresAt\":" INT64_FORMAT ",\"expired\":%s}",
+					 fence, acquired, expires, expires <= now ? "true" : "false");
+	PG_RETURN_DATUM(SpJsonResult(&buf));
+}

@@ -16,6 +16,11 @@ for p in "${PACKAGES[@]}"; do
     fi
 done
 
+# The Node adapter needs Node.js 20 and npm; install Debian's only when none is present.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    missing+=(nodejs npm)
+fi
+
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0
 fi

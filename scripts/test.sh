@@ -27,8 +27,16 @@ if ! make -s installcheck; then
 fi
 
 echo "== pgTAP suites"
-if ! pg_prove -f -d "$PGDATABASE" test/pgtap/*.sql; then
+# Sorted, so zz_* (the pg_cron run, which waits for the scheduler) comes last.
+if ! pg_prove -f -d "$PGDATABASE" $(ls test/pgtap/*.sql | LC_ALL=C sort); then
     status=1
+fi
+
+if [ -f clients/node/test.sh ]; then
+    echo "== Node adapter (clients/node)"
+    if ! bash clients/node/test.sh; then
+        status=1
+    fi
 fi
 
 exit $status

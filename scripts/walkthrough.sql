@@ -78,3 +78,56 @@ SELECT checkpoint_release_writer(:'dest_writer'::json);
 \echo '-- the fork copied the conversation into the new thread''s transcript:'
 SELECT message_load_thread('demo-fork');
 SELECT checkpoint_list_blob_references();
+
+\echo ''
+\echo '== interrupts: created pending, resolved in one atomic batch'
+SELECT interrupt_create('{"interruptId":"demo-approval","runId":"demo-run","threadId":"demo-thread","requestedAt":100,"payload":{"tool":"rm","args":["-rf","build"]}}');
+SELECT interrupt_list_pending('demo-thread');
+SELECT interrupt_commit_batch('[{"interruptId":"demo-approval","status":"resolved","response":{"approved":true}}]');
+SELECT interrupt_get('demo-approval');
+
+\echo ''
+\echo '== metadata: (namespace, key) -> any JSON value'
+SELECT metadata_set('ui', 'sidebar', '"left"');
+SELECT metadata_get('ui', 'sidebar');
+
+\echo ''
+\echo '== generation runs and artifacts'
+SELECT generation_run_create_or_resume('{"runId":"demo-gen","threadId":"demo-thread","activity":"image","provider":"openai","model":"gpt-image-1","startedAt":100}');
+SELECT generation_run_update('demo-gen', '{"status":"completed","finishedAt":200,"result":null}');
+SELECT generation_run_find_latest_for_thread('demo-thread');
+SELECT artifact_save('{"artifactId":"demo-art","runId":"demo-gen","threadId":"demo-thread","name":"cat.png","mimeType":"image/png","size":4,"blobKey":"artifacts/demo-gen/demo-art","createdAt":150}');
+SELECT artifact_list_for_thread('demo-thread');
+
+\echo ''
+\echo '== blobs: chunked and zstd-compressed, read in ranges, uploaded in pieces'
+SELECT blob_put('artifacts/demo-gen/demo-art', '\x89504e47', '{"contentType":"image/png"}');
+SELECT record, body FROM blob_get('artifacts/demo-gen/demo-art', 1, 2);
+SELECT blob_upload_begin('logs/demo.txt', '{"contentType":"text/plain"}') AS upload \gset
+SELECT blob_upload_append(:'upload', 0, convert_to('hello, ', 'UTF8'));
+SELECT blob_upload_append(:'upload', 7, convert_to('world', 'UTF8'));
+SELECT blob_upload_commit(:'upload');
+SELECT convert_from(body, 'UTF8') FROM blob_get('logs/demo.txt');
+SELECT blob_list('logs/');
+
+\echo ''
+\echo '== durable runs: a lock, a claim, the event log'
+SELECT run_create_or_resume('{"runId":"demo-durable","threadId":"demo-thread","startedAt":300}');
+SELECT lock_acquire('run-driver:demo-durable', 15000) AS lease \gset
+SELECT :'lease';
+\echo '-- a second driver gets NULL at once (the client waits and retries):'
+SELECT lock_acquire('run-driver:demo-durable', 15000) IS NULL AS held_elsewhere;
+SELECT run_claim('demo-durable');
+SELECT event_log_append('demo-durable', '[{"type":"RUN_STARTED"},{"type":"TEXT_MESSAGE_CONTENT","delta":"hi"}]', '{"producerId":"00000000-0000-4000-8000-000000000001","producerSeq":1}');
+\echo '-- a retry of the same producer batch returns the same numbers and appends nothing:'
+SELECT event_log_append('demo-durable', '[{"type":"RUN_STARTED"},{"type":"TEXT_MESSAGE_CONTENT","delta":"hi"}]', '{"producerId":"00000000-0000-4000-8000-000000000001","producerSeq":1}');
+SELECT event_log_read('demo-durable', 1);
+SELECT event_log_close('demo-durable');
+SELECT lock_release('run-driver:demo-durable', :'lease'::json->>'ownerToken');
+
+\echo ''
+\echo '== maintenance: bounded, idempotent, never touches run state'
+SELECT maintain();
+\x on
+SELECT * FROM overview;
+\x off

@@ -107,14 +107,19 @@ $$;
 
 -- A streamed upload of body in pieces of `piece` bytes; returns the commit
 -- record and saves the list of {received} answers under name || '.appends'.
+-- A failing call is caught (everything the upload did is undone) and the
+-- result is {"error": SQLSTATE, "detail": ...}, which no assertion expects,
+-- so the file goes on.
 CREATE FUNCTION pg_temp.upload(name text, k text, options json, body bytea, piece integer,
                                now_ms bigint DEFAULT NULL) RETURNS json
 LANGUAGE plpgsql AS $$
 DECLARE
-    id text := sandbox_persist.blob_upload_begin(k, options, now_ms);
+    id text;
     pos bigint := 0;
     answers json[] := '{}';
+    st text; det text;
 BEGIN
+    id := sandbox_persist.blob_upload_begin(k, options, now_ms);
     PERFORM pg_temp.keep(name || '.id', to_json(id));
     WHILE pos < octet_length(body) LOOP
         answers := answers || sandbox_persist.blob_upload_append(
@@ -123,6 +128,9 @@ BEGIN
     END LOOP;
     PERFORM pg_temp.keep(name || '.appends', to_json(answers));
     RETURN pg_temp.keep(name, sandbox_persist.blob_upload_commit(id, now_ms));
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, det = PG_EXCEPTION_DETAIL;
+    RETURN json_build_object('error', st, 'detail', det);
 END
 $$;
 

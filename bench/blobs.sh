@@ -148,7 +148,7 @@ BEGIN
             IF sys = 'sandbox_persist' THEN
                 SELECT octet_length(g.body) INTO got FROM sandbox_persist.blob_get(keys[j], off, len) g;
             ELSE
-                SELECT octet_length(substr(b, off + 1, len)) INTO got FROM baseline WHERE k = keys[j];
+                SELECT octet_length(substr(b, (off + 1)::int, len)) INTO got FROM baseline WHERE k = keys[j];
             END IF;
             us := extract(epoch FROM clock_timestamp() - t0) * 1e6;
             IF got IS DISTINCT FROM len THEN
@@ -170,7 +170,7 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //' || true)
 echo "sandbox_persist blob store benchmarks (baseline: bytea column, default storage)"
 echo "machine: $(uname -m), $(nproc) CPUs (${cpu:-unknown}), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) RAM, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "server:  $(value "SELECT split_part(version(), ' on ', 1)"), sandbox_persist $(value "SELECT extversion FROM pg_extension WHERE extname = 'sandbox_persist'"), database $BENCH_DB"
-echo "         $(value "SELECT format('blob_chunk_size %s, zstd_level %s, default_toast_compression %s, shared_buffers %s, work_mem %s',
+echo "         $(bench -At -c "LOAD 'sandbox_persist'" -c "SELECT format('blob_chunk_size %s, zstd_level %s, default_toast_compression %s, shared_buffers %s, work_mem %s',
                    current_setting('sandbox_persist.blob_chunk_size'), current_setting('sandbox_persist.zstd_level'),
                    current_setting('default_toast_compression'), current_setting('shared_buffers'),
                    current_setting('work_mem'))")"
@@ -438,7 +438,7 @@ SELECT count(*) FROM (SELECT DISTINCT off, blob FROM bench.rr WHERE sys = 'sandb
 WHERE (SELECT g.body FROM sandbox_persist.blob_get(CASE r.blob WHEN 'big' THEN :'big' ELSE 'range/1m' END,
                                                    r.off, 65536) g)
       IS DISTINCT FROM
-      (SELECT substr(b, r.off + 1, 65536) FROM baseline
+      (SELECT substr(b, (r.off + 1)::int, 65536) FROM baseline
         WHERE k = CASE r.blob WHEN 'big' THEN 'stream/256m' ELSE 'range/1m' END);
 SQL
 )

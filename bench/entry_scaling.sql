@@ -11,8 +11,10 @@
 --   append_ms  checkpoint_append(input, '[]', NULL) given that already
 --              parsed json value (validation, canonical rewrite, the SPI
 --              inserts of the checkpoint row and its reference rows).
--- The backend's minor page faults around the append are recorded too
--- (outside the timed interval), as a diagnostic of fresh memory touched.
+-- Diagnostics recorded around the append (read outside the timed interval):
+-- the backend's minor page faults (fresh memory touched) and its on-CPU and
+-- run-queue time from /proc/self/schedstat (how much of the wall-clock time
+-- was spent waiting for a CPU that other processes held).
 -- Sizes are interleaved within each repetition, alternating direction, so
 -- drift on a shared machine spreads over all sizes. Each append commits
 -- separately (the commit is not timed). Results go to bench.entry_timing.
@@ -25,6 +27,8 @@ CREATE TABLE bench.entry_timing (
     parse_ms    float8 NOT NULL,
     append_ms   float8 NOT NULL,
     faults      bigint,             -- minor page faults during the append (NULL: unknown)
+    cpu_ms      float8,             -- on-CPU time of the backend during the append
+    wait_ms     float8,             -- run-queue wait of the backend during the append
     PRIMARY KEY (n, rep)
 );
 
@@ -46,6 +50,8 @@ DECLARE
     t3      timestamptz;
     f0      bigint;
     f1      bigint;
+    s0      bigint[];
+    s1      bigint[];
 BEGIN
     FOR rep IN 0..15 LOOP
         order_ := CASE WHEN rep % 2 = 0 THEN ARRAY[1, 2, 3] ELSE ARRAY[3, 2, 1] END;
@@ -70,9 +76,11 @@ BEGIN
             t1 := clock_timestamp();
             -- the measured call, with nothing else inside its interval
             f0 := bench.minflt();
+            s0 := bench.schedstat();
             t2 := clock_timestamp();
             result := sandbox_persist.checkpoint_append(input, '[]'::json, NULL);
             t3 := clock_timestamp();
+            s1 := bench.schedstat();
             f1 := bench.minflt();
             IF result->>'headId' IS DISTINCT FROM thread || '-ckpt' THEN
                 RAISE EXCEPTION 'append on % returned %', thread, result;
@@ -83,7 +91,9 @@ BEGIN
                          WHERE r.checkpoint_id = thread || '-ckpt'),
                        extract(epoch FROM t1 - t0) * 1000,
                        extract(epoch FROM t3 - t2) * 1000,
-                       f1 - f0;
+                       f1 - f0,
+                       (s1[1] - s0[1]) / 1e6,
+                       (s1[2] - s0[2]) / 1e6;
             COMMIT;
         END LOOP;
     END LOOP;
@@ -101,7 +111,10 @@ SELECT n,
        percentile_cont(0.5) WITHIN GROUP (ORDER BY parse_ms) AS parse_ms,
        percentile_cont(0.5) WITHIN GROUP (ORDER BY append_ms) * 1000 / n AS append_us_per_entry,
        percentile_cont(0.5) WITHIN GROUP (ORDER BY parse_ms) * 1000 / n AS parse_us_per_entry,
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY faults) / n AS faults_per_entry
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY faults) / n AS faults_per_entry,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY cpu_ms) AS cpu_ms,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY cpu_ms) * 1000 / n AS cpu_us_per_entry,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY wait_ms / append_ms) AS wait_share
 FROM bench.entry_timing
 WHERE rep > 0
 GROUP BY n;

@@ -91,3 +91,20 @@ EXCEPTION WHEN OTHERS THEN
     RETURN NULL;
 END
 $$;
+
+-- This backend's scheduler statistics so far (Linux /proc/self/schedstat):
+-- {nanoseconds on a CPU, nanoseconds waiting in the run queue}, or NULL.
+-- Diagnostic only: on a busy shared machine, run-queue waiting inflates
+-- wall-clock times, while on-CPU time (which still includes page faults)
+-- stays close to the quiet-machine value.
+CREATE FUNCTION bench.schedstat() RETURNS bigint[]
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    f text[];
+BEGIN
+    f := regexp_split_to_array(btrim(pg_read_file('/proc/self/schedstat')), '\s+');
+    RETURN ARRAY[f[1]::bigint, f[2]::bigint];
+EXCEPTION WHEN OTHERS THEN
+    RETURN NULL;
+END
+$$;

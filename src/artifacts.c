@@ -108,49 +108,6 @@ ArtifactAppendRecord(StringInfo buf, int row)
 	appendStringInfoChar(buf, '}');
 }
 
-/*
- * Look up artifacts by one text key and return a record (NULL when none) or
- * an array, built in the caller's memory context.
- */
-static Datum
-ArtifactLookup(FunctionCallInfo fcinfo, SpQuery *q, const char *argname, bool single)
-{
-	char	   *key = CheckIdArg(fcinfo, 0, argname, SP_ID_MAX_BYTES);
-	MemoryContext outer = CurrentMemoryContext;
-	MemoryContext spi;
-	StringInfoData buf;
-	SpArgs		args;
-	int			n;
-
-	SPI_connect();
-	SpArgsInit(&args);
-	SpArgText(&args, key);
-	n = SpExec(q, &args, true, single ? 1 : 0);
-	spi = MemoryContextSwitchTo(outer);
-	initStringInfo(&buf);
-	if (single)
-	{
-		if (n > 0)
-			ArtifactAppendRecord(&buf, 0);
-	}
-	else
-	{
-		appendStringInfoChar(&buf, '[');
-		for (int i = 0; i < n; i++)
-		{
-			if (i > 0)
-				appendStringInfoChar(&buf, ',');
-			ArtifactAppendRecord(&buf, i);
-		}
-		appendStringInfoChar(&buf, ']');
-	}
-	MemoryContextSwitchTo(spi);
-	SPI_finish();
-	if (single && n == 0)
-		PG_RETURN_NULL();
-	PG_RETURN_DATUM(SpJsonResult(&buf));
-}
-
 /* Run a DELETE keyed by one text argument and return the rows it removed. */
 static int
 ArtifactDelete(FunctionCallInfo fcinfo, SpQuery *q, const char *argname)
@@ -209,21 +166,21 @@ artifact_save(PG_FUNCTION_ARGS)
 Datum
 artifact_get(PG_FUNCTION_ARGS)
 {
-	return ArtifactLookup(fcinfo, &artifact_select, "artifact_id", true);
+	return SpLookupJson(fcinfo, &artifact_select, "artifact_id", ArtifactAppendRecord, true);
 }
 
 /* artifact_list(run_id text) -> json: the run's artifacts by createdAt, then artifactId bytes. */
 Datum
 artifact_list(PG_FUNCTION_ARGS)
 {
-	return ArtifactLookup(fcinfo, &artifact_by_run, "run_id", false);
+	return SpLookupJson(fcinfo, &artifact_by_run, "run_id", ArtifactAppendRecord, false);
 }
 
 /* artifact_list_for_thread(thread_id text) -> json: the thread's whole artifact history, in list order. */
 Datum
 artifact_list_for_thread(PG_FUNCTION_ARGS)
 {
-	return ArtifactLookup(fcinfo, &artifact_by_thread, "thread_id", false);
+	return SpLookupJson(fcinfo, &artifact_by_thread, "thread_id", ArtifactAppendRecord, false);
 }
 
 /* artifact_delete(artifact_id text) -> boolean: true when a record was removed. */

@@ -215,10 +215,12 @@ BlobDeleteVersion(int64 version)
 /*
  * Copy bytes [offset, offset + len) of a version into dst (when not NULL) and
  * feed them to `hash` (when not NULL). Reads only the overlapping chunks,
- * through a cursor, one small batch at a time. Inside SPI.
+ * through a cursor, one small batch at a time. A volatile caller passes
+ * read_only = false so the cursor sees the chunks it just wrote. Inside SPI.
  */
 void
-BlobReadRange(int64 version, int64 offset, int64 len, char *dst, pg_cryptohash_ctx *hash)
+BlobReadRange(int64 version, int64 offset, int64 len, char *dst, pg_cryptohash_ctx *hash,
+			  bool read_only)
 {
 	MemoryContext batch_cxt;
 	MemoryContext old;
@@ -233,7 +235,7 @@ BlobReadRange(int64 version, int64 offset, int64 len, char *dst, pg_cryptohash_c
 	SpArgInt64(&args, version);
 	SpArgInt64(&args, offset);
 	SpArgInt64(&args, end);
-	portal = SpOpenCursor(&blob_chunk_range, &args, true);
+	portal = SpOpenCursor(&blob_chunk_range, &args, read_only);
 	batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "blob read batch",
 									  ALLOCSET_DEFAULT_SIZES);
 	for (;;)

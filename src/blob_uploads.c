@@ -248,7 +248,7 @@ blob_upload_commit(PG_FUNCTION_ARGS)
 	{
 		pg_cryptohash_ctx *hash = BlobHashStart();
 
-		BlobReadRange(up.version, 0, up.received, NULL, hash);
+		BlobReadRange(up.version, 0, up.received, NULL, hash, false);
 		BlobHashCheck(hash, up.key);
 		/* same content already stored: keep it, drop the staged copy */
 		record = BlobTouch(up.key, &up.opts, now, outer, &found);

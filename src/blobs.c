@@ -209,7 +209,7 @@ blob_get(PG_FUNCTION_ARGS)
 		body = palloc(VARHDRSZ + served);
 		SET_VARSIZE(body, VARHDRSZ + served);
 		MemoryContextSwitchTo(spi);
-		BlobReadRange(version, offset, served, VARDATA(body), NULL);
+		BlobReadRange(version, offset, served, VARDATA(body), NULL, true);
 	}
 	SPI_finish();
 	if (found)

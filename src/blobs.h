@@ -48,7 +48,7 @@ extern void BlobWriteChunks(int64 version, int64 offset, const char *data, int64
 							int chunk_size);
 extern void BlobDeleteVersion(int64 version);
 extern void BlobReadRange(int64 version, int64 offset, int64 len, char *dst,
-						  pg_cryptohash_ctx *hash);
+						  pg_cryptohash_ctx *hash, bool read_only);
 extern Datum BlobPublish(const char *key, int64 version, int64 size, const BlobOptions *opts,
 						 int64 now, MemoryContext outer);
 extern Datum BlobTouch(const char *key, const BlobOptions *opts, int64 now,

@@ -434,20 +434,13 @@ Datum
 CkptRecordById(const char *checkpoint_id, bool read_only, MemoryContext outer, bool *found)
 {
 	SpArgs		args;
-	StringInfoData buf;
-	MemoryContext spi;
+	bool		isnull;
 	Datum		result;
 
 	SpArgsInit(&args);
 	SpArgText(&args, checkpoint_id);
-	*found = SpExec(&ckpt_select, &args, read_only, 1) == 1;
-	if (!*found)
-		return (Datum) 0;
-	spi = MemoryContextSwitchTo(outer);
-	initStringInfo(&buf);
-	CkptAppendRecord(&buf, 0);
-	result = SpJsonResult(&buf);
-	MemoryContextSwitchTo(spi);
+	result = SpRowsJson(&ckpt_select, &args, read_only, CkptAppendRecord, true, outer, &isnull);
+	*found = !isnull;
 	return result;
 }
 
@@ -687,28 +680,16 @@ checkpoint_list(PG_FUNCTION_ARGS)
 {
 	char	   *thread_id = CkptCheckIdArg(fcinfo, 0, "thread_id");
 	MemoryContext outer = CurrentMemoryContext;
-	MemoryContext spi;
-	StringInfoData buf;
 	SpArgs		args;
-	int			n;
+	Datum		result;
+	bool		isnull;
 
 	SPI_connect();
 	SpArgsInit(&args);
 	SpArgText(&args, thread_id);
-	n = SpExec(&ckpt_select_thread, &args, true, 0);
-	spi = MemoryContextSwitchTo(outer);
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '[');
-	for (int i = 0; i < n; i++)
-	{
-		if (i > 0)
-			appendStringInfoChar(&buf, ',');
-		CkptAppendRecord(&buf, i);
-	}
-	appendStringInfoChar(&buf, ']');
-	MemoryContextSwitchTo(spi);
+	result = SpRowsJson(&ckpt_select_thread, &args, true, CkptAppendRecord, false, outer, &isnull);
 	SPI_finish();
-	PG_RETURN_DATUM(SpJsonResult(&buf));
+	PG_RETURN_DATUM(result);
 }
 
 /* checkpoint_get_head(thread_id text) -> text: the head id, or NULL. */

@@ -115,52 +115,6 @@ GenRunAppendRecord(StringInfo buf, int row)
 }
 
 /*
- * Run a query for at most one generation run and return its record, or NULL
- * (*isnull) when there is none. Caller is inside SPI; the result is built in
- * `outer`.
- */
-static Datum
-GenRunQueryRecord(SpQuery *q, SpArgs *args, bool read_only, MemoryContext outer,
-				  bool *isnull)
-{
-	int			n = SpExec(q, args, read_only, 1);
-	MemoryContext spi;
-	StringInfoData buf;
-	Datum		result;
-
-	*isnull = (n == 0);
-	if (n == 0)
-		return (Datum) 0;
-	spi = MemoryContextSwitchTo(outer);
-	initStringInfo(&buf);
-	GenRunAppendRecord(&buf, 0);
-	/* the result must live in `outer`: SPI_finish frees the SPI context */
-	result = SpJsonResult(&buf);
-	MemoryContextSwitchTo(spi);
-	return result;
-}
-
-/* Look up one generation run by one text key. */
-static Datum
-GenRunLookup(FunctionCallInfo fcinfo, SpQuery *q, const char *argname)
-{
-	char	   *key = CheckIdArg(fcinfo, 0, argname, SP_ID_MAX_BYTES);
-	MemoryContext outer = CurrentMemoryContext;
-	SpArgs		args;
-	Datum		result;
-	bool		isnull;
-
-	SPI_connect();
-	SpArgsInit(&args);
-	SpArgText(&args, key);
-	result = GenRunQueryRecord(q, &args, true, outer, &isnull);
-	SPI_finish();
-	if (isnull)
-		PG_RETURN_NULL();
-	PG_RETURN_DATUM(result);
-}
-
-/*
  * Read the optional `clear` argument (a JSON array of patch key names) into a
  * bitmask over gen_run_patch_keys. status cannot be cleared (22004); any
  * other name outside the patch keys is 22023.
@@ -198,7 +152,7 @@ GenRunClearMask(FunctionCallInfo fcinfo, int argno)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("unknown key \"%s\" in clear", name),
-					 errdetail("clear may name finishedAt, error, result, artifacts and usage.")));
+					 errdetail("The clear list may name finishedAt, error, result, artifacts and usage.")));
 		mask |= 1 << found;
 	}
 	return mask;
@@ -240,7 +194,7 @@ generation_run_create_or_resume(PG_FUNCTION_ARGS)
 	/* A new statement sees the winner of a concurrent insert. */
 	SpArgsInit(&args);
 	SpArgText(&args, run_id);
-	result = GenRunQueryRecord(&generation_run_select, &args, false, outer, &isnull);
+	result = SpRowsJson(&generation_run_select, &args, false, GenRunAppendRecord, true, outer, &isnull);
 	SPI_finish();
 	if (isnull)					/* deleted between the two statements */
 		PG_RETURN_NULL();
@@ -340,7 +294,7 @@ generation_run_update(PG_FUNCTION_ARGS)
 Datum
 generation_run_get(PG_FUNCTION_ARGS)
 {
-	return GenRunLookup(fcinfo, &generation_run_select, "run_id");
+	return SpLookupJson(fcinfo, &generation_run_select, "run_id", GenRunAppendRecord, true);
 }
 
 /*
@@ -351,5 +305,5 @@ generation_run_get(PG_FUNCTION_ARGS)
 Datum
 generation_run_find_latest_for_thread(PG_FUNCTION_ARGS)
 {
-	return GenRunLookup(fcinfo, &generation_run_latest, "thread_id");
+	return SpLookupJson(fcinfo, &generation_run_latest, "thread_id", GenRunAppendRecord, true);
 }

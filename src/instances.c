@@ -98,28 +98,7 @@ InstanceAppendRecord(StringInfo buf, int row)
 Datum
 instance_get(PG_FUNCTION_ARGS)
 {
-	char	   *key = CheckIdArg(fcinfo, 0, "instance_key", SP_ID_MAX_BYTES);
-	MemoryContext outer = CurrentMemoryContext;
-	StringInfoData buf;
-	SpArgs		args;
-	bool		found;
-
-	SPI_connect();
-	SpArgsInit(&args);
-	SpArgText(&args, key);
-	found = SpExec(&instance_select, &args, true, 1) == 1;
-	if (found)
-	{
-		MemoryContext spi = MemoryContextSwitchTo(outer);
-
-		initStringInfo(&buf);
-		InstanceAppendRecord(&buf, 0);
-		MemoryContextSwitchTo(spi);
-	}
-	SPI_finish();
-	if (!found)
-		PG_RETURN_NULL();
-	PG_RETURN_DATUM(SpJsonResult(&buf));
+	return SpLookupJson(fcinfo, &instance_select, "instance_key", InstanceAppendRecord, true);
 }
 
 /* instance_upsert(record json): insert or fully replace the row for record.key. */

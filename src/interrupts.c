@@ -147,67 +147,6 @@ InterruptAppendRecord(StringInfo buf, int row)
 	appendStringInfoChar(buf, '}');
 }
 
-/*
- * Run a query whose rows are interrupt records and return them as a JSON
- * array, or as a single record (NULL when none) when `single` is set. Caller
- * is inside SPI; the result is built in `outer`.
- */
-static Datum
-InterruptQueryResult(SpQuery *q, SpArgs *args, bool single, MemoryContext outer,
-					 bool *isnull)
-{
-	int			n = SpExec(q, args, true, single ? 1 : 0);
-	MemoryContext spi = MemoryContextSwitchTo(outer);
-	StringInfoData buf;
-	Datum		result = (Datum) 0;
-
-	*isnull = false;
-	initStringInfo(&buf);
-	if (single)
-	{
-		if (n == 0)
-			*isnull = true;
-		else
-			InterruptAppendRecord(&buf, 0);
-	}
-	else
-	{
-		appendStringInfoChar(&buf, '[');
-		for (int i = 0; i < n; i++)
-		{
-			if (i > 0)
-				appendStringInfoChar(&buf, ',');
-			InterruptAppendRecord(&buf, i);
-		}
-		appendStringInfoChar(&buf, ']');
-	}
-	/* the result must live in `outer`: SPI_finish frees the SPI context */
-	if (!*isnull)
-		result = SpJsonResult(&buf);
-	MemoryContextSwitchTo(spi);
-	return result;
-}
-
-/* Look up interrupts by one text key and return a record or an array. */
-static Datum
-InterruptLookup(FunctionCallInfo fcinfo, SpQuery *q, const char *argname, bool single)
-{
-	char	   *key = CheckIdArg(fcinfo, 0, argname, SP_ID_MAX_BYTES);
-	MemoryContext outer = CurrentMemoryContext;
-	SpArgs		args;
-	Datum		result;
-	bool		isnull;
-
-	SPI_connect();
-	SpArgsInit(&args);
-	SpArgText(&args, key);
-	result = InterruptQueryResult(q, &args, single, outer, &isnull);
-	SPI_finish();
-	if (isnull)
-		PG_RETURN_NULL();
-	PG_RETURN_DATUM(result);
-}
-
 /* qsort comparator: batch entries by id bytes, then by position. */
 static int
 InterruptCompareEntries(const void *a, const void *b)
@@ -463,33 +402,33 @@ interrupt_commit_batch(PG_FUNCTION_ARGS)
 Datum
 interrupt_get(PG_FUNCTION_ARGS)
 {
-	return InterruptLookup(fcinfo, &interrupt_select, "interrupt_id", true);
+	return SpLookupJson(fcinfo, &interrupt_select, "interrupt_id", InterruptAppendRecord, true);
 }
 
 /* interrupt_list(thread_id text) -> json: every interrupt of the thread, in request order. */
 Datum
 interrupt_list(PG_FUNCTION_ARGS)
 {
-	return InterruptLookup(fcinfo, &interrupt_by_thread, "thread_id", false);
+	return SpLookupJson(fcinfo, &interrupt_by_thread, "thread_id", InterruptAppendRecord, false);
 }
 
 /* interrupt_list_pending(thread_id text) -> json: the thread's pending interrupts, in request order. */
 Datum
 interrupt_list_pending(PG_FUNCTION_ARGS)
 {
-	return InterruptLookup(fcinfo, &interrupt_pending_by_thread, "thread_id", false);
+	return SpLookupJson(fcinfo, &interrupt_pending_by_thread, "thread_id", InterruptAppendRecord, false);
 }
 
 /* interrupt_list_by_run(run_id text) -> json: every interrupt of the run, in request order. */
 Datum
 interrupt_list_by_run(PG_FUNCTION_ARGS)
 {
-	return InterruptLookup(fcinfo, &interrupt_by_run, "run_id", false);
+	return SpLookupJson(fcinfo, &interrupt_by_run, "run_id", InterruptAppendRecord, false);
 }
 
 /* interrupt_list_pending_by_run(run_id text) -> json: the run's pending interrupts, in request order. */
 Datum
 interrupt_list_pending_by_run(PG_FUNCTION_ARGS)
 {
-	return InterruptLookup(fcinfo, &interrupt_pending_by_run, "run_id", false);
+	return SpLookupJson(fcinfo, &interrupt_pending_by_run, "run_id", InterruptAppendRecord, false);
 }

@@ -145,67 +145,6 @@ RunAppendRecord(StringInfo buf, int row)
 }
 
 /*
- * Run a query whose rows are run records and return them as a JSON array, or
- * as a single record (NULL when none) when `single` is set. Caller is inside
- * SPI; the result is built in `outer`. A volatile caller passes read_only =
- * false so the query sees its own earlier writes and concurrent commits.
- */
-static Datum
-RunQueryResult(SpQuery *q, SpArgs *args, bool single, bool read_only,
-			   MemoryContext outer, bool *isnull)
-{
-	int			n = SpExec(q, args, read_only, single ? 1 : 0);
-	MemoryContext spi = MemoryContextSwitchTo(outer);
-	StringInfoData buf;
-	Datum		result = (Datum) 0;
-
-	*isnull = false;
-	initStringInfo(&buf);
-	if (single)
-	{
-		if (n == 0)
-			*isnull = true;
-		else
-			RunAppendRecord(&buf, 0);
-	}
-	else
-	{
-		appendStringInfoChar(&buf, '[');
-		for (int i = 0; i < n; i++)
-		{
-			if (i > 0)
-				appendStringInfoChar(&buf, ',');
-			RunAppendRecord(&buf, i);
-		}
-		appendStringInfoChar(&buf, ']');
-	}
-	if (!*isnull)
-		result = SpJsonResult(&buf);
-	MemoryContextSwitchTo(spi);
-	return result;
-}
-
-/* Look up runs by one text key and return a record or an array. */
-static Datum
-RunLookup(FunctionCallInfo fcinfo, SpQuery *q, const char *argname, bool single)
-{
-	char	   *id = CheckIdArg(fcinfo, 0, argname, SP_ID_MAX_BYTES);
-	MemoryContext outer = CurrentMemoryContext;
-	SpArgs		args;
-	Datum		result;
-	bool		isnull;
-
-	SPI_connect();
-	SpArgsInit(&args);
-	SpArgText(&args, id);
-	result = RunQueryResult(q, &args, single, true, outer, &isnull);
-	SPI_finish();
-	if (isnull)
-		PG_RETURN_NULL();
-	PG_RETURN_DATUM(result);
-}
-
-/*
  * run_create_or_resume(input json) -> json: insert {runId, threadId, startedAt,
  * status ?? 'running'} unless the run exists; always return the stored record,
  * never the input.
@@ -237,7 +176,7 @@ run_create_or_resume(PG_FUNCTION_ARGS)
 	/* A new statement sees the winner of a concurrent insert. */
 	SpArgsInit(&args);
 	SpArgText(&args, run_id);
-	result = RunQueryResult(&run_select, &args, true, false, outer, &isnull);
+	result = SpRowsJson(&run_select, &args, false, RunAppendRecord, true, outer, &isnull);
 	SPI_finish();
 	if (isnull)					/* deleted between the two statements */
 		PG_RETURN_NULL();
@@ -348,21 +287,21 @@ run_update(PG_FUNCTION_ARGS)
 Datum
 run_get(PG_FUNCTION_ARGS)
 {
-	return RunLookup(fcinfo, &run_select, "run_id", true);
+	return SpLookupJson(fcinfo, &run_select, "run_id", RunAppendRecord, true);
 }
 
 /* run_find_active_run(thread_id text) -> json: newest running run, earliest inserted on ties. */
 Datum
 run_find_active_run(PG_FUNCTION_ARGS)
 {
-	return RunLookup(fcinfo, &run_active, "thread_id", true);
+	return SpLookupJson(fcinfo, &run_active, "thread_id", RunAppendRecord, true);
 }
 
 /* run_list_by_thread(thread_id text) -> json: every run, startedAt ascending, insertion order on ties. */
 Datum
 run_list_by_thread(PG_FUNCTION_ARGS)
 {
-	return RunLookup(fcinfo, &run_by_thread, "thread_id", false);
+	return SpLookupJson(fcinfo, &run_by_thread, "thread_id", RunAppendRecord, false);
 }
 
 /*
@@ -393,7 +332,7 @@ run_list_reclaimable(PG_FUNCTION_ARGS)
 	SPI_connect();
 	SpArgsInit(&args);
 	SpArgInt64(&args, cutoff);
-	result = RunQueryResult(&run_reclaimable, &args, false, true, outer, &isnull);
+	result = SpRowsJson(&run_reclaimable, &args, true, RunAppendRecord, false, outer, &isnull);
 	SPI_finish();
 	PG_RETURN_DATUM(result);
 }

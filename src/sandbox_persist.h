@@ -157,6 +157,14 @@ extern void SpArgDatum(SpArgs *args, Datum d);
 extern int	SpExec(SpQuery *q, SpArgs *args, bool read_only, long tcount);
 extern Portal SpOpenCursor(SpQuery *q, SpArgs *args, bool read_only);
 
+/* Writes the JSON record of one row of the current SPI result. */
+typedef void (*SpRowWriter) (StringInfo buf, int row);
+
+extern Datum SpRowsJson(SpQuery *q, SpArgs *args, bool read_only, SpRowWriter writer,
+						bool single, MemoryContext outer, bool *isnull);
+extern Datum SpLookupJson(FunctionCallInfo fcinfo, SpQuery *q, const char *argname,
+						  SpRowWriter writer, bool single);
+
 extern char *SpGetText(int row, int col);
 extern bool SpGetInt64(int row, int col, int64 *out);
 extern bool SpGetFloat8(int row, int col, double *out);

@@ -197,3 +197,65 @@ SpGetBool(int row, int col, bool *out)
 		*out = DatumGetBool(d);
 	return !isnull;
 }
+
+/*
+ * Run a statement whose rows are records and return them as JSON built in
+ * `outer`: the first row as one record (*isnull when there is none) when
+ * `single` is set, otherwise an array of every row. Inside SPI.
+ */
+Datum
+SpRowsJson(SpQuery *q, SpArgs *args, bool read_only, SpRowWriter writer, bool single,
+		   MemoryContext outer, bool *isnull)
+{
+	int			n = SpExec(q, args, read_only, single ? 1 : 0);
+	MemoryContext spi;
+	StringInfoData buf;
+	Datum		result;
+
+	*isnull = single && n == 0;
+	if (*isnull)
+		return (Datum) 0;
+	spi = MemoryContextSwitchTo(outer);
+	initStringInfo(&buf);
+	if (single)
+		writer(&buf, 0);
+	else
+	{
+		appendStringInfoChar(&buf, '[');
+		for (int i = 0; i < n; i++)
+		{
+			if (i > 0)
+				appendStringInfoChar(&buf, ',');
+			writer(&buf, i);
+		}
+		appendStringInfoChar(&buf, ']');
+	}
+	/* built in `outer`: SPI_finish frees everything allocated inside SPI */
+	result = SpJsonResult(&buf);
+	MemoryContextSwitchTo(spi);
+	return result;
+}
+
+/*
+ * The common read method: argument 0 is an identifier named argname; return
+ * the matching record (SQL NULL when none) or the array of matching records.
+ */
+Datum
+SpLookupJson(FunctionCallInfo fcinfo, SpQuery *q, const char *argname, SpRowWriter writer,
+			 bool single)
+{
+	char	   *id = CheckIdArg(fcinfo, 0, argname, SP_ID_MAX_BYTES);
+	MemoryContext outer = CurrentMemoryContext;
+	SpArgs		args;
+	Datum		result;
+	bool		isnull;
+
+	SPI_connect();
+	SpArgsInit(&args);
+	SpArgText(&args, id);
+	result = SpRowsJson(q, &args, true, writer, single, outer, &isnull);
+	SPI_finish();
+	if (isnull)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(result);
+}

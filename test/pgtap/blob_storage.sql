@@ -3,11 +3,13 @@
 -- Cases: B1-B15, B18-B22 (B16 and B23 are NODE; B17 is the isolation spec
 -- b17_etag_unique).
 -- Run with: pg_prove -d <db> test/pgtap/blob_storage.sql
--- (needs sandbox_persist.allow_test_reset and allow_client_clock on; the
--- blob settings are changed with SET LOCAL, which needs a superuser).
+-- as a superuser, with sandbox_persist.allow_test_reset on for the database
+-- (allow_client_clock and the blob settings are changed with SET LOCAL).
 BEGIN;
-SELECT plan(251);
+SELECT plan(254);
 SELECT sandbox_persist._reset_for_tests();
+-- now_ms arguments (the injected clock) need this superuser setting.
+SET LOCAL sandbox_persist.allow_client_clock = on;
 SET LOCAL sandbox_persist.blob_chunk_size = '4kB';
 
 ------------------------------------------------------------------------------
@@ -613,6 +615,15 @@ SELECT is(pg_temp.d(pg_temp.body(pg_temp.ca('sandbox-artifacts', pg_temp.rnd(100
     'B11.7 and reads back exactly');
 SELECT is(pg_temp.orphans(), 0::bigint,
     'B11.8 no chunk rows are orphaned');
+DO $$BEGIN
+    PERFORM pg_temp.keep('b11.id3', to_json(sandbox_persist.blob_upload_begin(
+        pg_temp.ca('sandbox-files', pg_temp.pat(8192, 2)))));
+    PERFORM sandbox_persist.blob_upload_append(pg_temp.id('b11.id3'), 0, pg_temp.pat(8192, 3));
+END$$;
+SELECT pg_temp.rejects_sp(format('SELECT sandbox_persist.blob_upload_commit(%L)', pg_temp.id('b11.id3')),
+    'SP301', 'BLOB_CONTENT_HASH_MISMATCH', 'B11.9 commit of chunk-aligned wrong content (8192 bytes) to a content address');
+SELECT ok(sandbox_persist.blob_head(pg_temp.ca('sandbox-files', pg_temp.pat(8192, 2))) IS NULL,
+    'B11.10 no object appeared under that key');
 
 ------------------------------------------------------------------------------
 -- B12: a second put of a content address writes no chunk data.
@@ -697,9 +708,14 @@ SELECT is(sandbox_persist.blob_put('sandbox-blobs/sha256/' || encode(sha256('b13
 SELECT is(pg_temp.d(pg_temp.body('sandbox-files/sha256/' || upper(encode(sha256('b13'::bytea), 'hex')))), pg_temp.d('not the content'::bytea),
     'B13.7 the look-alike object reads back its bytes');
 SELECT is((SELECT count(*) FROM sandbox_persist.blobs
-            WHERE blob_key LIKE '%sha256/%' AND relied_on_at IS NOT NULL
-              AND blob_key ~ '(SHA256|[A-F]|/x$|[0-9a-f]{65}|sha256/[0-9a-f]{63}$|^sandbox-blobs)'),
-    0::bigint,
+            WHERE relied_on_at IS NULL AND blob_key IN (
+                upper(pg_temp.ca('sandbox-files', 'b13'::bytea)),
+                'sandbox-files/sha256/' || upper(encode(sha256('b13'::bytea), 'hex')),
+                'sandbox-files/sha256/' || left(encode(sha256('b13'::bytea), 'hex'), 63),
+                'sandbox-artifacts/sha256/' || encode(sha256('b13'::bytea), 'hex') || '0',
+                pg_temp.ca('sandbox-files', 'b13'::bytea) || '/x',
+                'sandbox-blobs/sha256/' || encode(sha256('b13'::bytea), 'hex'))),
+    6::bigint,
     'B13.8 look-alike keys carry no GC time');
 DO $$BEGIN PERFORM pg_temp.keep('b13.first', sandbox_persist.blob_head(
     'sandbox-files/sha256/' || upper(encode(sha256('b13'::bytea), 'hex')))); END$$;

@@ -3,10 +3,13 @@
 -- V4, V6, V15, V16, V21, V22 (blob parts).
 -- Storage, uploads and content addressing (B cases) are in blob_storage.sql.
 -- Run with: pg_prove -d <db> test/pgtap/blobs.sql
--- (needs sandbox_persist.allow_test_reset and allow_client_clock on).
+-- as a superuser, with sandbox_persist.allow_test_reset on for the database
+-- (allow_client_clock is turned on with SET LOCAL).
 BEGIN;
 SELECT plan(185);
 SELECT sandbox_persist._reset_for_tests();
+-- now_ms arguments (the injected clock) need this superuser setting.
+SET LOCAL sandbox_persist.allow_client_clock = on;
 
 ------------------------------------------------------------------------------
 -- Helpers (temporary, gone at ROLLBACK).

@@ -3,7 +3,7 @@
 -- (generation run parts).
 -- Run with: pg_prove -d <db> test/pgtap/generation_runs.sql (needs allow_test_reset).
 BEGIN;
-SELECT plan(166);
+SELECT plan(167);
 SELECT sandbox_persist._reset_for_tests();
 
 ------------------------------------------------------------------------------
@@ -117,6 +117,9 @@ SELECT is(sandbox_persist.generation_run_create_or_resume(
     'P11.16 activity is free text (summarize) and an initial status is honoured');
 SELECT lives_ok($$SELECT sandbox_persist.generation_run_update('gen-summ', '{"status":"aborted","finishedAt":9}')$$,
     'P11.17 status aborted is accepted');
+SELECT is(ARRAY[sandbox_persist.generation_run_get('gen-1')->>'runId', sandbox_persist.generation_run_get('gen-summ')->>'runId'],
+    ARRAY['gen-1', 'gen-summ'],
+    'P11.18 two gets in one statement each return their own record');
 
 ------------------------------------------------------------------------------
 -- P12: findLatestForThread.

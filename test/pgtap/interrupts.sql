@@ -4,7 +4,7 @@
 -- Run with: pg_prove -d <db> test/pgtap/interrupts.sql (needs allow_test_reset
 -- and allow_client_clock).
 BEGIN;
-SELECT plan(255);
+SELECT plan(256);
 SELECT sandbox_persist._reset_for_tests();
 
 ------------------------------------------------------------------------------
@@ -158,6 +158,9 @@ SELECT is(sandbox_persist.interrupt_list_pending('thread-nobody')::jsonb, '[]'::
     'P08.24 listPending of an unknown thread is []');
 SELECT is((sandbox_persist.interrupt_list('thread-int')->0)::jsonb, sandbox_persist.interrupt_get('int-1')::jsonb,
     'P08.25 list elements are complete records, equal to get');
+SELECT is(ARRAY[sandbox_persist.interrupt_get('int-1')->>'interruptId', sandbox_persist.interrupt_get('int-2')->>'interruptId'],
+    ARRAY['int-1', 'int-2'],
+    'P08.26 two gets in one statement each return their own record');
 
 ------------------------------------------------------------------------------
 -- P09: re-creating a resolved interrupt is a no-op.

@@ -1,11 +1,16 @@
 -- Security baseline (design.md section 9) and the administration guards.
 BEGIN;
-SELECT plan(12);
+SELECT plan(13);
 
 SELECT is(
     (SELECT count(*)::int FROM pg_proc p
+      WHERE p.pronamespace = 'sandbox_persist'::regnamespace AND NOT p.prosecdef
+        AND p.proname NOT IN ('schedule_maintenance', 'unschedule_maintenance')),
+    0, 'SEC1 every store function is SECURITY DEFINER');
+SELECT is(
+    (SELECT count(*)::int FROM pg_proc p
       WHERE p.pronamespace = 'sandbox_persist'::regnamespace AND NOT p.prosecdef),
-    0, 'SEC1 every function is SECURITY DEFINER');
+    2, 'SEC1.1 only schedule_maintenance and unschedule_maintenance run as their caller');
 
 SELECT is(
     (SELECT count(*)::int FROM pg_proc p

@@ -1,0 +1,254 @@
+/**
+ * Errors thrown by the adapter, and the translation of PostgreSQL errors
+ * (SQLSTATE plus the code name at the start of `errdetail`) into them
+ * (sql-api.md section 4).
+ */
+
+/** Contract codes of the checkpoint store (`@tanstack/ai-sandbox`). */
+export type SandboxCheckpointErrorCode =
+  | 'SANDBOX_SNAPSHOT_STALE_HEAD'
+  | 'SANDBOX_SNAPSHOT_PARENT_MISMATCH'
+  | 'SANDBOX_SNAPSHOT_DUPLICATE_ID'
+  | 'SANDBOX_SNAPSHOT_NOT_HEAD'
+  | 'SANDBOX_SNAPSHOT_WRITER_CONFLICT'
+  | 'SANDBOX_SNAPSHOT_WRITER_LOST'
+  | 'SANDBOX_SNAPSHOT_INVALID_ID'
+  | 'SANDBOX_SNAPSHOT_INVALID_ENTRY'
+  | 'SANDBOX_SNAPSHOT_CHECKPOINT_NOT_FOUND'
+  | 'SANDBOX_SNAPSHOT_ATOMIC_FORK_REQUIRED'
+  | 'SANDBOX_SNAPSHOT_FORK_SOURCE_NOT_FOUND'
+  | 'SANDBOX_SNAPSHOT_FORK_SOURCE_THREAD_MISMATCH'
+  | 'SANDBOX_SNAPSHOT_FORK_DESTINATION_NOT_EMPTY'
+
+export class SandboxCheckpointError extends Error {
+  readonly code: SandboxCheckpointErrorCode
+  constructor(code: SandboxCheckpointErrorCode, message: string) {
+    super(message)
+    this.name = 'SandboxCheckpointError'
+    this.code = code
+  }
+}
+
+export class SandboxCheckpointConflictError extends SandboxCheckpointError {
+  constructor(message: string) {
+    super('SANDBOX_SNAPSHOT_STALE_HEAD', message)
+    this.name = 'SandboxCheckpointConflictError'
+  }
+}
+
+export class SandboxCheckpointParentMismatchError extends SandboxCheckpointError {
+  constructor(message: string) {
+    super('SANDBOX_SNAPSHOT_PARENT_MISMATCH', message)
+    this.name = 'SandboxCheckpointParentMismatchError'
+  }
+}
+
+export class SandboxCheckpointDuplicateIdError extends SandboxCheckpointError {
+  constructor(message: string) {
+    super('SANDBOX_SNAPSHOT_DUPLICATE_ID', message)
+    this.name = 'SandboxCheckpointDuplicateIdError'
+  }
+}
+
+export class SandboxCheckpointNotHeadError extends SandboxCheckpointError {
+  constructor(message: string) {
+    super('SANDBOX_SNAPSHOT_NOT_HEAD', message)
+    this.name = 'SandboxCheckpointNotHeadError'
+  }
+}
+
+export class SandboxCheckpointWriterConflictError extends SandboxCheckpointError {
+  constructor(message: string) {
+    super('SANDBOX_SNAPSHOT_WRITER_CONFLICT', message)
+    this.name = 'SandboxCheckpointWriterConflictError'
+  }
+}
+
+export class SandboxCheckpointWriterLostError extends SandboxCheckpointError {
+  constructor(message: string) {
+    super('SANDBOX_SNAPSHOT_WRITER_LOST', message)
+    this.name = 'SandboxCheckpointWriterLostError'
+  }
+}
+
+export class SandboxCheckpointInvalidIdError extends SandboxCheckpointError {
+  constructor(message: string) {
+    super('SANDBOX_SNAPSHOT_INVALID_ID', message)
+    this.name = 'SandboxCheckpointInvalidIdError'
+  }
+}
+
+export class SandboxCheckpointInvalidEntryError extends SandboxCheckpointError {
+  constructor(message: string) {
+    super('SANDBOX_SNAPSHOT_INVALID_ENTRY', message)
+    this.name = 'SandboxCheckpointInvalidEntryError'
+  }
+}
+
+/**
+ * Any other class-SP error of the extension (RUN_EPOCH_NOT_INCREASING,
+ * BLOB_*, EVENT_LOG_*, CLIENT_CLOCK_NOT_ALLOWED, ...): a plain `Error` whose
+ * `code` is the contract's code name.
+ */
+export class SandboxPersistError extends Error {
+  readonly code: string
+  readonly sqlstate: string | undefined
+  readonly detail: string | undefined
+  constructor(code: string, message: string, sqlstate?: string, detail?: string) {
+    super(message)
+    this.name = 'SandboxPersistError'
+    this.code = code
+    this.sqlstate = sqlstate
+    this.detail = detail
+  }
+}
+
+/** `withLock` waited longer than `acquireTimeoutMs` [L18]. */
+export class LockAcquireTimeoutError extends Error {
+  readonly code = 'LOCK_ACQUIRE_TIMEOUT'
+  readonly key: string
+  readonly timeoutMs: number
+  constructor(key: string, timeoutMs: number) {
+    super(`Timed out after ${timeoutMs} ms waiting for lock ${JSON.stringify(key)}.`)
+    this.name = 'LockAcquireTimeoutError'
+    this.key = key
+    this.timeoutMs = timeoutMs
+  }
+}
+
+/** The abort reason of a `withLock` signal once ownership is not guaranteed [L16]. */
+export class LockLostError extends Error {
+  readonly code = 'LOCK_LOST'
+  readonly key: string
+  readonly why: 'lost' | 'deadline'
+  constructor(key: string, why: 'lost' | 'deadline') {
+    super(
+      why === 'lost'
+        ? `Lock ${JSON.stringify(key)} was lost: the lease expired or was taken over.`
+        : `Lock ${JSON.stringify(key)} can no longer be guaranteed: no renewal was confirmed before the local deadline.`,
+    )
+    this.name = 'LockLostError'
+    this.key = key
+    this.why = why
+  }
+}
+
+const CHECKPOINT_CLASSES: Record<string, new (message: string) => SandboxCheckpointError> = {
+  SANDBOX_SNAPSHOT_STALE_HEAD: SandboxCheckpointConflictError,
+  SANDBOX_SNAPSHOT_PARENT_MISMATCH: SandboxCheckpointParentMismatchError,
+  SANDBOX_SNAPSHOT_DUPLICATE_ID: SandboxCheckpointDuplicateIdError,
+  SANDBOX_SNAPSHOT_NOT_HEAD: SandboxCheckpointNotHeadError,
+  SANDBOX_SNAPSHOT_WRITER_CONFLICT: SandboxCheckpointWriterConflictError,
+  SANDBOX_SNAPSHOT_WRITER_LOST: SandboxCheckpointWriterLostError,
+  SANDBOX_SNAPSHOT_INVALID_ID: SandboxCheckpointInvalidIdError,
+  SANDBOX_SNAPSHOT_INVALID_ENTRY: SandboxCheckpointInvalidEntryError,
+}
+
+/** SQLSTATE -> code name, used when a detail does not carry the name. */
+const SP_CODES: Record<string, string> = {
+  SP001: 'SANDBOX_SNAPSHOT_STALE_HEAD',
+  SP002: 'SANDBOX_SNAPSHOT_PARENT_MISMATCH',
+  SP003: 'SANDBOX_SNAPSHOT_DUPLICATE_ID',
+  SP004: 'SANDBOX_SNAPSHOT_NOT_HEAD',
+  SP005: 'SANDBOX_SNAPSHOT_WRITER_CONFLICT',
+  SP006: 'SANDBOX_SNAPSHOT_WRITER_LOST',
+  SP007: 'SANDBOX_SNAPSHOT_INVALID_ID',
+  SP008: 'SANDBOX_SNAPSHOT_INVALID_ENTRY',
+  SP009: 'SANDBOX_SNAPSHOT_FORK_SOURCE_NOT_FOUND',
+  SP010: 'SANDBOX_SNAPSHOT_FORK_SOURCE_THREAD_MISMATCH',
+  SP011: 'SANDBOX_SNAPSHOT_FORK_DESTINATION_NOT_EMPTY',
+  SP012: 'SANDBOX_SNAPSHOT_CHECKPOINT_NOT_FOUND',
+  SP013: 'SANDBOX_SNAPSHOT_ATOMIC_FORK_REQUIRED',
+  SP101: 'INTERRUPT_BATCH_DUPLICATE_ID',
+  SP102: 'INTERRUPT_BATCH_MISSING_ID',
+  SP103: 'INTERRUPT_BATCH_NON_PENDING_ID',
+  SP201: 'RUN_EPOCH_NOT_INCREASING',
+  SP301: 'BLOB_CONTENT_HASH_MISMATCH',
+  SP302: 'BLOB_UPLOAD_NOT_FOUND',
+  SP303: 'BLOB_UPLOAD_OFFSET_MISMATCH',
+  SP401: 'EVENT_LOG_NOT_FOUND',
+  SP402: 'EVENT_LOG_OFFSET_OUT_OF_RANGE',
+  SP403: 'EVENT_LOG_PRODUCER_SEQ_CONFLICT',
+  SP404: 'EVENT_LOG_FENCE_STALE',
+  SP901: 'CLIENT_CLOCK_NOT_ALLOWED',
+  SP902: 'TEST_RESET_NOT_ALLOWED',
+}
+
+/** The fields of a node-postgres `DatabaseError` this module reads. */
+interface PgErrorLike {
+  code?: unknown
+  message: string
+  detail?: unknown
+}
+
+export function isDatabaseError(error: unknown): error is PgErrorLike & { code: string } {
+  return (
+    error instanceof Error &&
+    typeof (error as PgErrorLike).code === 'string' &&
+    /^[0-9A-Z]{5}$/.test((error as PgErrorLike).code as string)
+  )
+}
+
+/** How one call wants a few standard codes reported. */
+export interface ErrorContext {
+  /**
+   * The server puts an upstream text in `errdetail` for these SQLSTATEs
+   * (blob range errors, the metadata null rejection): use it as the message.
+   */
+  detailIsMessage?: ReadonlyArray<string>
+  /** SQLSTATEs reported as `RangeError` in this call besides 22003/54000. */
+  rangeErrors?: ReadonlyArray<string>
+}
+
+function decorate<T extends Error>(
+  error: T,
+  sqlstate: string,
+  detail: string | undefined,
+  cause: unknown,
+): T {
+  Object.defineProperty(error, 'sqlstate', { value: sqlstate, enumerable: false })
+  Object.defineProperty(error, 'detail', { value: detail, enumerable: false })
+  Object.defineProperty(error, 'cause', { value: cause, enumerable: false })
+  return error
+}
+
+/** Translate a node-postgres error into the adapter's error (sql-api.md 4). */
+export function translateError(error: unknown, context: ErrorContext = {}): unknown {
+  if (!isDatabaseError(error)) return error
+  const sqlstate = error.code
+  const detail = typeof error.detail === 'string' ? error.detail : undefined
+
+  if (sqlstate.startsWith('SP')) {
+    let code = SP_CODES[sqlstate] ?? sqlstate
+    let sentence = detail ?? error.message
+    const match = detail === undefined ? null : /^([A-Z][A-Z0-9_]*): ([\s\S]*)$/.exec(detail)
+    if (match) {
+      code = match[1] as string
+      sentence = match[2] as string
+    }
+    if (code.startsWith('SANDBOX_SNAPSHOT_')) {
+      const Ctor = CHECKPOINT_CLASSES[code]
+      const e = Ctor
+        ? new Ctor(sentence)
+        : new SandboxCheckpointError(code as SandboxCheckpointErrorCode, sentence)
+      return decorate(e, sqlstate, detail, error)
+    }
+    if (code.startsWith('INTERRUPT_BATCH_')) {
+      // Upstream throws a plain Error with exactly this text.
+      const e = new Error(sentence)
+      Object.defineProperty(e, 'code', { value: code, enumerable: false })
+      return decorate(e, sqlstate, detail, error)
+    }
+    return decorate(new SandboxPersistError(code, `${error.message}: ${sentence}`, sqlstate, detail), sqlstate, detail, error)
+  }
+
+  const useDetail = detail !== undefined && (context.detailIsMessage ?? []).includes(sqlstate)
+  const message = useDetail ? (detail as string) : detail ? `${error.message}: ${detail}` : error.message
+  if (sqlstate === '22003' || sqlstate === '54000' || (context.rangeErrors ?? []).includes(sqlstate)) {
+    return decorate(new RangeError(message), sqlstate, detail, error)
+  }
+  if (sqlstate.startsWith('22')) {
+    return decorate(new TypeError(message), sqlstate, detail, error)
+  }
+  return error
+}

@@ -1,0 +1,183 @@
+/**
+ * The transport rules of sql-api.md section 6, shared by every store: one
+ * statement per method, JSON as text with explicit casts, identifier checks
+ * before any `text` parameter, patch encoding, retries of 40001/40P01.
+ */
+import type pg from 'pg'
+import { translateError, type ErrorContext, isDatabaseError } from './errors.js'
+
+/** Anything with node-postgres' `query(text, values)`: a `pg.Pool` normally. */
+export interface Queryable {
+  query: pg.Pool['query']
+}
+
+const RETRY_SQLSTATES = new Set(['40001', '40P01'])
+const MAX_RETRIES = 5
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+export interface CallOptions extends ErrorContext {
+  /**
+   * Also retry failures that carry no SQLSTATE (a dropped connection: the
+   * outcome is unknown). Only for calls that are idempotent on retry.
+   */
+  retryUnknownOutcome?: boolean
+}
+
+/**
+ * Run one statement. Serialization failures and deadlocks are retried with a
+ * short jittered backoff (a failed call changed nothing); every other error is
+ * translated (errors.ts).
+ */
+export async function run(
+  db: Queryable,
+  text: string,
+  values: ReadonlyArray<unknown>,
+  options: CallOptions = {},
+): Promise<pg.QueryResult> {
+  let attempt = 0
+  for (;;) {
+    try {
+      return await db.query(text, values as unknown[])
+    } catch (error) {
+      attempt += 1
+      const retryable = isDatabaseError(error)
+        ? RETRY_SQLSTATES.has(error.code)
+        : options.retryUnknownOutcome === true && isConnectionError(error)
+      if (retryable && attempt <= MAX_RETRIES) {
+        await sleep(Math.floor(5 * 2 ** attempt * (0.5 + Math.random())))
+        continue
+      }
+      throw translateError(error, options)
+    }
+  }
+}
+
+function isConnectionError(error: unknown): boolean {
+  if (!(error instanceof Error)) return false
+  const code = (error as { code?: unknown }).code
+  if (typeof code === 'string' && /^(ECONNRESET|ECONNREFUSED|EPIPE|ETIMEDOUT|ENOTCONN)$/.test(code)) return true
+  return /Connection terminated|connection timeout|Client has encountered a connection error/i.test(error.message)
+}
+
+/** The single value of a one-row, one-column result (`AS r`). */
+export async function value<T>(
+  db: Queryable,
+  text: string,
+  values: ReadonlyArray<unknown>,
+  options?: CallOptions,
+): Promise<T> {
+  const result = await run(db, text, values, options)
+  const row = result.rows[0] as { r: T } | undefined
+  return (row === undefined ? null : row.r) as T
+}
+
+/** JSON text for a `json` parameter; `undefined` becomes SQL NULL. */
+export function json(input: unknown): string | null {
+  const text = JSON.stringify(input)
+  return text === undefined ? null : text
+}
+
+export function isPlainObject(input: unknown): input is Record<string, unknown> {
+  return typeof input === 'object' && input !== null && !Array.isArray(input)
+}
+
+export type IdErrorFactory = (message: string) => Error
+
+const typeErrorFactory: IdErrorFactory = (message) => new TypeError(message)
+
+/**
+ * Rule 7: an id sent as a `text` parameter must be a string (node-postgres
+ * would send `{}` as '{}' and 7 as '7'), well formed (the UTF-8 encoder would
+ * alias a lone surrogate to U+FFFD) and free of U+0000.
+ */
+export function checkTextId(
+  input: unknown,
+  what: string,
+  makeError: IdErrorFactory = typeErrorFactory,
+): string {
+  if (typeof input !== 'string') {
+    throw makeError(`${what} must be a string, got ${input === null ? 'null' : typeof input}.`)
+  }
+  if (!input.isWellFormed()) {
+    throw makeError(`${what} contains an unpaired UTF-16 surrogate.`)
+  }
+  if (input.includes('\u0000')) {
+    throw makeError(`${what} contains U+0000.`)
+  }
+  return input
+}
+
+/** Like `checkTextId`, but `undefined`/`null` pass as SQL NULL. */
+export function checkOptionalText(input: unknown, what: string): string | null {
+  if (input === undefined || input === null) return null
+  return checkTextId(input, what)
+}
+
+/** Rule 5: an integer for a `bigint` parameter. */
+export function checkInteger(
+  input: unknown,
+  what: string,
+  makeError: (message: string) => Error = (message) => new TypeError(message),
+): number {
+  if (typeof input !== 'number' || !Number.isInteger(input)) {
+    throw makeError(`${what} must be an integer, got ${String(input)}.`)
+  }
+  if (!Number.isSafeInteger(input)) {
+    throw new RangeError(`${what} must be within +/-(2^53 - 1), got ${String(input)}.`)
+  }
+  return input
+}
+
+/**
+ * Rule 3: a patch with key presence. Own top-level keys whose value is
+ * `undefined` become JSON null (clear); `dropKeys` are removed instead, and
+ * `clearKeys` are moved to the returned `clear` list. Non-finite numbers at the
+ * top level are rejected (they would stringify to null, that is, "clear").
+ * Nested values are never touched.
+ */
+export function encodePatch(
+  patch: unknown,
+  options: { dropKeys?: ReadonlyArray<string>; clearKeys?: ReadonlyArray<string> } = {},
+): { patch: string | null; clear: Array<string> } {
+  const clear: Array<string> = []
+  if (!isPlainObject(patch)) return { patch: json(patch), clear }
+  const out: Record<string, unknown> = {}
+  for (const key of Object.keys(patch)) {
+    const v = patch[key]
+    if (v === undefined) {
+      if (options.dropKeys?.includes(key)) continue
+      if (options.clearKeys?.includes(key)) {
+        clear.push(key)
+        continue
+      }
+      out[key] = null
+      continue
+    }
+    if (typeof v === 'number' && !Number.isFinite(v)) {
+      throw new TypeError(`Patch field ${key} must be a finite number, got ${String(v)}.`)
+    }
+    out[key] = v
+  }
+  return { patch: JSON.stringify(out), clear }
+}
+
+/**
+ * Rule 4: a structural record whose own keys holding `undefined` are sent as
+ * JSON null, at this level only.
+ */
+export function ownUndefinedToNull(record: unknown): unknown {
+  if (!isPlainObject(record)) return record
+  const out: Record<string, unknown> = {}
+  for (const key of Object.keys(record)) {
+    const v = record[key]
+    out[key] = v === undefined ? null : v
+  }
+  return out
+}
+
+/** `now_ms` for a lease-sensitive call: the injected clock, or SQL NULL. */
+export function clockValue(now: (() => number) | undefined): number | null {
+  if (now === undefined) return null
+  return checkInteger(now(), 'now()')
+}

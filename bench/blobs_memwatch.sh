@@ -1,26 +1,36 @@
 #!/usr/bin/env bash
-# bench/blobs_memwatch.sh PIDFILE OUTFILE [INTERVAL_S]
+# bench/blobs_memwatch.sh PIDFILE GOFILE ACKFILE OUTFILE [INTERVAL_S]
 #
-# Helper of bench/blobs.sh: waits for a backend pid to appear in PIDFILE, then
-# samples /proc/<pid>/status every INTERVAL_S seconds (default 0.001, plus the
-# ~1 ms a sample takes) until the process exits, and writes one line to
-# OUTFILE:
+# Helper of bench/blobs.sh: measures one backend's memory during one phase of
+# its session.
+#   1. waits for a backend pid to appear in PIDFILE;
+#   2. waits for GOFILE (the session creates it with psql's \! when the phase
+#      starts), resets the kernel's peak-RSS counter of the process (writes 5
+#      to /proc/<pid>/clear_refs, so VmHWM restarts from the current RSS),
+#      then creates ACKFILE (the session waits for it);
+#   3. samples /proc/<pid>/status every INTERVAL_S seconds (default 0.001,
+#      plus the ~1 ms a sample takes) until the process exits, and writes one
+#      line to OUTFILE:
 #
-#   samples max_RssAnon_kB max_VmRSS_kB last_VmHWM_kB max_RssShmem_kB
+#   samples reset max_RssAnon_kB max_VmRSS_kB last_VmHWM_kB max_RssShmem_kB
 #
-# RssAnon is the backend's private memory (palloc'd memory lives in
-# malloc'd, hence anonymous, pages); VmRSS/VmHWM also count the pages of
-# shared_buffers the backend has touched (RssShmem), which grow with how much
-# of the fixed-size buffer pool one statement walks through, not with what it
-# allocates. Uses bash builtins only, so sampling forks nothing. Needs read
-# access to /proc/<pid>/status (root, or the server's own user).
+# reset is 1 when VmHWM was reset at GOFILE (it is then the exact peak of the
+# phase, kept by the kernel), 0 when that was refused (VmHWM is then the peak
+# of the whole process life). RssAnon is the backend's private memory
+# (palloc'd memory lives in malloc'd, hence anonymous, pages) and can only be
+# sampled; VmRSS/VmHWM also count the pages of shared_buffers the backend has
+# touched (RssShmem). Uses bash builtins only, so sampling forks nothing.
+# Needs root (or the server's user) for /proc/<pid>/status and clear_refs.
 set -u
 pidfile=$1
-out=$2
-interval=${3:-0.001}
+gofile=$2
+ackfile=$3
+out=$4
+interval=${5:-0.001}
 
 exec {sleep_fd}<> <(:)          # read -t on this fd is a fork-free sleep
 nap() { read -r -t "$1" -u "$sleep_fd" _ || true; }
+fail() { echo "0 0 0 0 0 0" >"$out"; : >"$ackfile"; exit 1; }
 
 for ((w = 0; w < 30000; w++)); do   # wait up to ~60 s for the pid
     [[ -s $pidfile ]] && break
@@ -28,10 +38,17 @@ for ((w = 0; w < 30000; w++)); do   # wait up to ~60 s for the pid
 done
 pid=
 [[ -s $pidfile ]] && read -r pid <"$pidfile"
-if [[ ! $pid =~ ^[0-9]+$ ]]; then
-    echo "0 0 0 0 0" >"$out"
-    exit 1
-fi
+[[ $pid =~ ^[0-9]+$ ]] || fail
+
+for ((w = 0; w < 60000; w++)); do   # wait up to ~120 s for the phase to start
+    [[ -e $gofile ]] && break
+    [[ -r /proc/$pid/status ]] || fail
+    nap 0.002
+done
+[[ -e $gofile ]] || fail
+reset=0
+if { echo 5 >"/proc/$pid/clear_refs"; } 2>/dev/null; then reset=1; fi
+: >"$ackfile"
 
 samples=0 max_anon=0 max_rss=0 hwm=0 max_shmem=0
 while [[ -r /proc/$pid/status ]]; do
@@ -54,4 +71,4 @@ while [[ -r /proc/$pid/status ]]; do
     hwm=$h
     nap "$interval"
 done
-echo "$samples $max_anon $max_rss $hwm $max_shmem" >"$out"
+echo "$samples $reset $max_anon $max_rss $hwm $max_shmem" >"$out"

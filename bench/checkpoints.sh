@@ -33,7 +33,7 @@ cleanup() {
     if [ "${SP_BENCH_KEEP:-0}" = 1 ]; then
         echo "(kept database $BENCH_DB)"
     else
-        admin -c "DROP DATABASE IF EXISTS $BENCH_DB WITH (FORCE)" >/dev/null 2>&1 || true
+        admin -c "DROP DATABASE IF EXISTS \"$BENCH_DB\" WITH (FORCE)" >/dev/null 2>&1 || true
     fi
 }
 
@@ -47,8 +47,8 @@ if [ -z "$avail" ]; then
     exit 2
 fi
 
-admin -c "DROP DATABASE IF EXISTS $BENCH_DB WITH (FORCE)" >/dev/null
-admin -c "CREATE DATABASE $BENCH_DB" >/dev/null
+admin -c "DROP DATABASE IF EXISTS \"$BENCH_DB\" WITH (FORCE)" >/dev/null
+admin -c "CREATE DATABASE \"$BENCH_DB\"" >/dev/null
 trap cleanup EXIT
 if ! bench -f "$HERE/setup.sql" >/dev/null; then
     echo "could not create sandbox_persist in $BENCH_DB (is the installed build consistent? make install)" >&2

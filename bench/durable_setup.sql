@@ -61,9 +61,35 @@ CREATE TABLE bench_durable.plain_locks (
 -- acquire of a contended key is a transaction too, but not a pair).
 CREATE SEQUENCE bench_durable.pairs;
 
+-- Baseline for (2): the storage side of a read, in plain SQL. The same index range scan
+-- over plain_log (loaded with the same rows as the extension's log) fetches
+-- the page's 100 rows and reads every chunk's text, but builds no JSON:
+-- returns 'count first_seq last_seq total_bytes'. PL/pgSQL, so its plan is
+-- prepared once and kept, like the extension's.
+CREATE FUNCTION bench_durable.plain_read(p_log_id bigint, p_after bigint, p_max int) RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT count(*) || ' ' || min(seq) || ' ' || max(seq) || ' ' || sum(octet_length(chunk::text))
+            FROM (SELECT seq, chunk FROM bench_durable.plain_log
+                  WHERE log_id = p_log_id AND seq > p_after ORDER BY seq LIMIT p_max) page);
+END
+$$;
+
 -- (2) keeps its latency samples here.
 CREATE TABLE bench_durable.read_latency (
+    impl    text NOT NULL,   -- 'sp' (event_log_read) or 'plain' (plain_read)
     size    text NOT NULL,   -- 'small' (10^3 chunks) or 'big' (10^6 chunks)
-    pos     text NOT NULL,   -- 'tail' or 'middle'
+    pos     text NOT NULL,   -- 'tail', 'middle', or 'reread' (the middle offset again)
     us      double precision NOT NULL
+);
+
+-- (2) diagnostics: buffers per read, from EXPLAIN (ANALYZE, BUFFERS).
+CREATE TABLE bench_durable.read_buffers (
+    size    text NOT NULL,
+    pos     text NOT NULL,
+    hit     int NOT NULL,
+    read    int NOT NULL,
+    dirtied int NOT NULL,
+    io_us   double precision NOT NULL,
+    exec_us double precision NOT NULL
 );

@@ -488,6 +488,43 @@ CREATE FUNCTION checkpoint_fork_from_checkpoint(input json, now_ms bigint DEFAUL
 CREATE FUNCTION _reset_for_tests() RETURNS void
     AS 'MODULE_PATHNAME', '_reset_for_tests' LANGUAGE C VOLATILE;
 
+-- The watchdog's current items (durable-runs.md section 7.4), for maintain().
+-- Read-only: an item only reports, it never acts on a run.
+CREATE FUNCTION _watchdog_items(now_ms bigint, reaper_ttl_ms bigint, sweep_interval_ms bigint,
+                                idle_ms bigint)
+RETURNS TABLE (kind text, run_id text, detail json)
+LANGUAGE sql STABLE AS $$
+    SELECT 'reaper_missing', r.run_id, json_build_object('detachedSince', r.detached_since)
+      FROM sandbox_persist.runs r
+     WHERE reaper_ttl_ms > 0 AND sweep_interval_ms > 0
+       AND r.status = 'running' AND r.detached_since IS NOT NULL
+       AND r.detached_since < now_ms - (reaper_ttl_ms + 2 * sweep_interval_ms)
+    UNION ALL
+    SELECT 'reaper_missing', '', json_build_object('detachedRuns', count(*))
+      FROM sandbox_persist.runs r
+     WHERE sweep_interval_ms > 0 AND r.status = 'running' AND r.detached_since IS NOT NULL
+    HAVING count(*) > 0
+       AND NOT EXISTS (SELECT 1 FROM sandbox_persist.reaper_heartbeats h
+                        WHERE h.seen_at >= now_ms - 2 * sweep_interval_ms)
+    UNION ALL
+    SELECT 'invisible_run', r.run_id, NULL
+      FROM sandbox_persist.runs r
+     WHERE r.status = 'running' AND r.detached_since IS NULL AND r.changed_at < now_ms - idle_ms
+       AND NOT EXISTS (SELECT 1 FROM sandbox_persist.locks l
+                        WHERE l.lock_key = 'run-driver:' || r.run_id AND l.expires_at > now_ms)
+       AND NOT EXISTS (SELECT 1 FROM sandbox_persist.event_logs e
+                        WHERE e.run_id = r.run_id AND e.last_append_at >= now_ms - idle_ms)
+    UNION ALL
+    SELECT 'stuck_cancel', r.run_id, NULL
+      FROM sandbox_persist.runs r
+     WHERE r.status = 'running' AND r.cancel_requested AND r.changed_at < now_ms - idle_ms
+    UNION ALL
+    SELECT 'append_after_close', e.run_id,
+           json_build_object('appendsAfterClose', e.appends_after_close)
+      FROM sandbox_persist.event_logs e
+     WHERE e.appends_after_close > 0
+$$;
+
 -- Register maintenance as a named pg_cron job in this database. SECURITY
 -- INVOKER: the job runs as the role that scheduled it. cron.schedule upserts
 -- by name, so calling this twice keeps one job.
@@ -599,6 +636,8 @@ BEGIN
     END LOOP;
 END
 $$;
+-- maintain() never waits long on application locks; the SET clause scopes it to the call.
+ALTER FUNCTION maintain(integer, bigint) SET lock_timeout = '2s';
 REVOKE ALL ON FUNCTION schedule_maintenance(text, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION unschedule_maintenance() FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA sandbox_persist FROM PUBLIC;

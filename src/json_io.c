@@ -262,40 +262,40 @@ SpReadHex4(const char *p, const char *end)
 SpStringStatus
 SpJsonDecodeString(const char *raw, int rawlen, char **out, int *outlen)
 {
-	StringInfoData buf;
 	const char *p = raw + 1;
 	const char *end = raw + rawlen - 1;
+	/* decoding never lengthens: an escape of 6 or 12 bytes yields at most 4 */
+	char	   *buf = palloc(rawlen);
+	int			len = 0;
 
-	initStringInfo(&buf);
 	while (p < end)
 	{
 		if (*p != '\\')
 		{
-			appendStringInfoChar(&buf, *p++);
+			buf[len++] = *p++;
 			continue;
 		}
 		p++;
 		switch (*p)
 		{
 			case 'b':
-				appendStringInfoChar(&buf, '\b');
+				buf[len++] = '\b';
 				break;
 			case 'f':
-				appendStringInfoChar(&buf, '\f');
+				buf[len++] = '\f';
 				break;
 			case 'n':
-				appendStringInfoChar(&buf, '\n');
+				buf[len++] = '\n';
 				break;
 			case 'r':
-				appendStringInfoChar(&buf, '\r');
+				buf[len++] = '\r';
 				break;
 			case 't':
-				appendStringInfoChar(&buf, '\t');
+				buf[len++] = '\t';
 				break;
 			case 'u':
 				{
 					pg_wchar	cp = SpReadHex4(p + 1, end);
-					unsigned char utf8[8];
 
 					p += 4;
 					if (cp >= 0xDC00 && cp <= 0xDFFF)
@@ -314,18 +314,19 @@ SpJsonDecodeString(const char *raw, int rawlen, char **out, int *outlen)
 					}
 					if (cp == 0)
 						return SPS_NUL;
-					unicode_to_utf8(cp, utf8);
-					appendBinaryStringInfo(&buf, (char *) utf8, pg_utf_mblen(utf8));
+					unicode_to_utf8(cp, (unsigned char *) buf + len);
+					len += pg_utf_mblen((unsigned char *) buf + len);
 				}
 				break;
 			default:			/* '"', '\\' and '/' stand for themselves */
-				appendStringInfoChar(&buf, *p);
+				buf[len++] = *p;
 				break;
 		}
 		p++;
 	}
-	*out = buf.data;
-	*outlen = buf.len;
+	buf[len] = '\0';
+	*out = buf;
+	*outlen = len;
 	return SPS_OK;
 }
 
@@ -475,12 +476,17 @@ SpJsonMembers(const SpJson *obj, const char *const *names, int nnames,
 		out[j] = NULL;
 	for (int i = 0; i < obj->count; i++)
 	{
-		char	   *key = SpJsonKeyName(obj, i);
+		/* member names are compared on the raw bytes: no escapes, no copy */
+		const char *raw = obj->keys[i] + 1;
+		int			rawlen = obj->keylens[i] - 2;
+		bool		plain = memchr(raw, '\\', rawlen) == NULL;
+		char	   *key = plain ? NULL : SpJsonKeyName(obj, i);
 		int			found = -1;
 
 		for (int j = 0; j < nnames; j++)
 		{
-			if (strcmp(key, names[j]) == 0)
+			if (plain ? (strncmp(raw, names[j], rawlen) == 0 && names[j][rawlen] == '\0')
+				: strcmp(key, names[j]) == 0)
 			{
 				found = j;
 				break;
@@ -493,6 +499,8 @@ SpJsonMembers(const SpJson *obj, const char *const *names, int nnames,
 		}
 		if (found < 0 && ignore_unknown)
 			continue;
+		if (key == NULL)
+			key = SpJsonKeyName(obj, i);
 		if (sp_code >= 0)
 			sp_error((SpErrorCode) sp_code,
 					 ("%s key \"%s\" in %s", found >= 0 ? "repeated" : "unknown", key, what),

@@ -12,8 +12,8 @@
  * Locking: every action takes its candidate rows with FOR UPDATE SKIP LOCKED
  * (so it never waits on application traffic and two concurrent calls never
  * double-count) and re-checks its condition in the deleting statement. A
- * short lock_timeout, scoped to the call by the function's SET clause, guards
- * the rest. Each action handles at most max_rows rows per call.
+ * short lock_timeout, set by the function's own SET clause (so it ends with
+ * the call), guards the rest. Each action handles at most max_rows rows per call.
  */
 #include "postgres.h"
 
@@ -30,11 +30,6 @@ PG_FUNCTION_INFO_V1(reaper_heartbeat);
 
 #define SP_CONTENT_KEY_PATTERN "'^sandbox-(files|artifacts)/sha256/[0-9a-f]{64}$'"
 #define SP_TERMINAL "('completed', 'failed', 'aborted')"
-
-static SpQuery maint_lock_timeout = {
-	"SELECT pg_catalog.set_config('lock_timeout', '2s', true)",
-	0, {InvalidOid}
-};
 
 /* A1: candidates are locked first; the delete re-checks in a fresh snapshot. */
 static SpQuery maint_blob_candidates = {
@@ -104,17 +99,30 @@ static SpQuery maint_delete_logs = {
 	2, {INT8OID, INT8OID}
 };
 
-/* A6: terminal runs no instance row still references. */
-static SpQuery maint_runs = {
-	"WITH c AS (SELECT r.run_id FROM sandbox_persist.runs r"
-	"  WHERE r.status IN " SP_TERMINAL " AND r.changed_at < $1"
-	"    AND NOT EXISTS (SELECT 1 FROM sandbox_persist.instances i"
-	"                    WHERE i.instance_key = r.sandbox_key OR i.latest_run_id = r.run_id)"
-	"  ORDER BY r.changed_at LIMIT $2 FOR UPDATE SKIP LOCKED),"
-	" d AS (DELETE FROM sandbox_persist.runs r USING c"
-	"  WHERE r.run_id = c.run_id AND r.status IN " SP_TERMINAL " AND r.changed_at < $1 RETURNING 1)"
-	" SELECT count(*) FROM d",
+/*
+ * A6: terminal runs no instance row still references and whose event log (if
+ * any) is closed, so maintenance can still close it. Candidates are locked
+ * first; the delete re-checks everything in a fresh snapshot.
+ */
+#define MAINT_RUN_DELETABLE \
+	"r.status IN " SP_TERMINAL " AND r.changed_at < $2" \
+	" AND NOT EXISTS (SELECT 1 FROM sandbox_persist.instances i" \
+	"                 WHERE i.instance_key = r.sandbox_key OR i.latest_run_id = r.run_id)" \
+	" AND NOT EXISTS (SELECT 1 FROM sandbox_persist.event_logs e" \
+	"                 WHERE e.run_id = r.run_id AND e.closed_at IS NULL)"
+
+static SpQuery maint_run_candidates = {
+	"WITH c AS (SELECT r.run_id FROM sandbox_persist.runs r WHERE " MAINT_RUN_DELETABLE
+	"  ORDER BY r.changed_at LIMIT $1 FOR UPDATE SKIP LOCKED)"
+	" SELECT coalesce(array_agg(run_id), '{}') FROM c",
 	2, {INT8OID, INT8OID}
+};
+
+static SpQuery maint_run_delete = {
+	"WITH d AS (DELETE FROM sandbox_persist.runs r"
+	"  WHERE r.run_id = ANY ($1) AND " MAINT_RUN_DELETABLE " RETURNING 1)"
+	" SELECT count(*) FROM d",
+	2, {TEXTARRAYOID, INT8OID}
 };
 
 /* A7: $2 = reaper_ttl in ms (0 = unknown, so nothing is "due"). */
@@ -125,48 +133,39 @@ static SpQuery maint_detached = {
 };
 
 /*
- * A8: upsert every current watchdog item; RETURNING tells which are new.
- * $1 now, $2 reaper_ttl ms, $3 sweep interval ms, $4 watchdog_idle ms, $5 max rows.
+ * A8: record watchdog items not yet recorded (at most $5 per call); the item
+ * definitions live in _watchdog_items(now, reaper_ttl, sweep_interval, idle).
  */
-static SpQuery maint_watchdog = {
-	"WITH items AS ("
-	"  SELECT 'reaper_missing' AS kind, r.run_id,"
-	"         pg_catalog.json_build_object('detachedSince', r.detached_since)::text AS detail"
-	"    FROM sandbox_persist.runs r"
-	"   WHERE $2 > 0 AND $3 > 0 AND r.status = 'running' AND r.detached_since IS NOT NULL"
-	"     AND r.detached_since < $1 - ($2 + 2 * $3)"
-	"  UNION ALL"
-	"  SELECT 'reaper_missing', '', pg_catalog.json_build_object('detachedRuns', count(*))::text"
-	"    FROM sandbox_persist.runs r"
-	"   WHERE $3 > 0 AND r.status = 'running' AND r.detached_since IS NOT NULL"
-	"  HAVING count(*) > 0 AND NOT EXISTS (SELECT 1 FROM sandbox_persist.reaper_heartbeats h"
-	"                                      WHERE h.seen_at >= $1 - 2 * $3)"
-	"  UNION ALL"
-	"  SELECT 'invisible_run', r.run_id, NULL FROM sandbox_persist.runs r"
-	"   WHERE r.status = 'running' AND r.detached_since IS NULL AND r.changed_at < $1 - $4"
-	"     AND NOT EXISTS (SELECT 1 FROM sandbox_persist.locks l"
-	"                     WHERE l.lock_key = 'run-driver:' || r.run_id AND l.expires_at > $1)"
-	"     AND NOT EXISTS (SELECT 1 FROM sandbox_persist.event_logs e"
-	"                     WHERE e.run_id = r.run_id AND e.last_append_at >= $1 - $4)"
-	"  UNION ALL"
-	"  SELECT 'stuck_cancel', r.run_id, NULL FROM sandbox_persist.runs r"
-	"   WHERE r.status = 'running' AND r.cancel_requested AND r.changed_at < $1 - $4"
-	"  UNION ALL"
-	"  SELECT 'append_after_close', e.run_id,"
-	"         pg_catalog.json_build_object('appendsAfterClose', e.appends_after_close)::text"
-	"    FROM sandbox_persist.event_logs e WHERE e.appends_after_close > 0)"
-	" INSERT INTO sandbox_persist.attention AS a (kind, run_id, first_seen, last_seen, detail)"
-	" SELECT kind, run_id, $1, $1, detail::json FROM items ORDER BY kind, run_id LIMIT $5"
-	" ON CONFLICT (kind, run_id) DO UPDATE SET last_seen = EXCLUDED.last_seen, detail = EXCLUDED.detail"
-	" RETURNING kind, run_id, xmax = 0",
+static SpQuery maint_watchdog_new = {
+	"INSERT INTO sandbox_persist.attention (kind, run_id, first_seen, last_seen, detail)"
+	" SELECT w.kind, w.run_id, $1, $1, w.detail"
+	"   FROM sandbox_persist._watchdog_items($1, $2, $3, $4) w"
+	"  WHERE NOT EXISTS (SELECT 1 FROM sandbox_persist.attention a"
+	"                     WHERE a.kind = w.kind AND a.run_id = w.run_id)"
+	"  ORDER BY w.kind, w.run_id LIMIT $5"
+	" ON CONFLICT (kind, run_id) DO NOTHING"
+	" RETURNING kind, run_id",
 	5, {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID}
 };
 
-/* A9: items this call did not see again are resolved. */
-static SpQuery maint_resolve = {
-	"WITH d AS (DELETE FROM sandbox_persist.attention WHERE last_seen < $1 RETURNING 1)"
-	" SELECT count(*) FROM d",
-	1, {INT8OID}
+/*
+ * A8 and A9 for recorded items, least recently seen first, at most $5: an
+ * item whose condition still holds is refreshed, one that no longer holds is
+ * resolved (deleted). Returns how many were resolved.
+ */
+static SpQuery maint_watchdog_recheck = {
+	"WITH w AS (SELECT * FROM sandbox_persist._watchdog_items($1, $2, $3, $4)),"
+	" batch AS (SELECT a.kind, a.run_id FROM sandbox_persist.attention a WHERE a.last_seen < $1"
+	"           ORDER BY a.last_seen LIMIT $5 FOR UPDATE SKIP LOCKED),"
+	" refreshed AS (UPDATE sandbox_persist.attention a SET last_seen = $1, detail = w.detail"
+	"               FROM batch b JOIN w ON w.kind = b.kind AND w.run_id = b.run_id"
+	"               WHERE a.kind = b.kind AND a.run_id = b.run_id RETURNING 1),"
+	" resolved AS (DELETE FROM sandbox_persist.attention a USING batch b"
+	"              WHERE a.kind = b.kind AND a.run_id = b.run_id"
+	"                AND NOT EXISTS (SELECT 1 FROM w WHERE w.kind = b.kind AND w.run_id = b.run_id)"
+	"              RETURNING 1)"
+	" SELECT count(*) FROM resolved",
+	5, {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID}
 };
 
 static SpQuery maint_record = {
@@ -227,6 +226,25 @@ MaintBlobs(int64 now, int64 max_rows)
 	return MaintCount(&maint_blob_delete, &args);
 }
 
+/* A6: delete terminal runs past the retention: lock candidates, then re-check. */
+static int64
+MaintRuns(int64 cutoff, int64 max_rows)
+{
+	SpArgs		args;
+	Datum		ids;
+	bool		isnull;
+
+	SpArgsInit(&args);
+	SpArgInt64(&args, max_rows);
+	SpArgInt64(&args, cutoff);
+	SpExec(&maint_run_candidates, &args, false, 1);
+	ids = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	SpArgsInit(&args);
+	SpArgDatum(&args, ids);
+	SpArgInt64(&args, cutoff);
+	return MaintCount(&maint_run_delete, &args);
+}
+
 /* A4: close the open logs of terminal runs idle past the grace; wake their readers. */
 static int64
 MaintCloseLogs(int64 now, int64 max_rows)
@@ -249,30 +267,31 @@ MaintCloseLogs(int64 now, int64 max_rows)
 	return n;
 }
 
-/* A8: record watchdog items; announce the new ones. Returns how many are new. */
+/* The watchdog parameters: now, the settings in milliseconds, the row bound. */
+static void
+MaintWatchdogArgs(SpArgs *args, int64 now, int64 max_rows)
+{
+	SpArgsInit(args);
+	SpArgInt64(args, now);
+	SpArgInt64(args, (int64) sp_reaper_ttl_s * 1000);
+	SpArgInt64(args, (int64) sp_reaper_sweep_interval_s * 1000);
+	SpArgInt64(args, (int64) sp_watchdog_idle_s * 1000);
+	SpArgInt64(args, max_rows);
+}
+
+/* A8: record new watchdog items and announce each. Returns how many are new. */
 static int64
 MaintWatchdog(int64 now, int64 max_rows)
 {
 	SpArgs		args;
 	int			n;
-	int64		fresh = 0;
 
-	SpArgsInit(&args);
-	SpArgInt64(&args, now);
-	SpArgInt64(&args, (int64) sp_reaper_ttl_s * 1000);
-	SpArgInt64(&args, (int64) sp_reaper_sweep_interval_s * 1000);
-	SpArgInt64(&args, (int64) sp_watchdog_idle_s * 1000);
-	SpArgInt64(&args, max_rows);
-	n = SpExec(&maint_watchdog, &args, false, 0);
+	MaintWatchdogArgs(&args, now, max_rows);
+	n = SpExec(&maint_watchdog_new, &args, false, 0);
 	for (int i = 0; i < n; i++)
 	{
-		bool		inserted = false;
 		StringInfoData payload;
 
-		SpGetBool(i, 3, &inserted);
-		if (!inserted)
-			continue;
-		fresh++;
 		initStringInfo(&payload);
 		appendStringInfoString(&payload, "{\"kind\":");
 		SpAppendString(&payload, SpGetText(i, 1));
@@ -283,7 +302,7 @@ MaintWatchdog(int64 now, int64 max_rows)
 		if (payload.len < 7900)
 			Async_Notify("sandbox_persist_attention", payload.data);
 	}
-	return fresh;
+	return n;
 }
 
 /*
@@ -314,9 +333,6 @@ maintain(PG_FUNCTION_ARGS)
 				 errdetail("A value of " INT64_FORMAT " was given.", max_rows)));
 
 	SPI_connect();
-	SpArgsInit(&args);
-	SpExec(&maint_lock_timeout, &args, false, 0);
-
 	blobs = MaintBlobs(now, max_rows);
 	uploads = MaintCount(&maint_uploads,
 						 MaintCutoffArgs(&args, now - (int64) sp_upload_expiry_s * 1000, max_rows));
@@ -327,8 +343,7 @@ maintain(PG_FUNCTION_ARGS)
 		MaintCount(&maint_delete_logs,
 				   MaintCutoffArgs(&args, now - (int64) sp_event_log_retention_s * 1000, max_rows));
 	runs = sp_run_retention_s == 0 ? 0 :
-		MaintCount(&maint_runs,
-				   MaintCutoffArgs(&args, now - (int64) sp_run_retention_s * 1000, max_rows));
+		MaintRuns(now - (int64) sp_run_retention_s * 1000, max_rows);
 
 	/* A7: wake the application's reaper when detached runs exist */
 	SpArgsInit(&args);
@@ -347,9 +362,8 @@ maintain(PG_FUNCTION_ARGS)
 	}
 
 	fresh = MaintWatchdog(now, max_rows);
-	SpArgsInit(&args);
-	SpArgInt64(&args, now);
-	resolved = MaintCount(&maint_resolve, &args);
+	MaintWatchdogArgs(&args, now, max_rows);
+	resolved = MaintCount(&maint_watchdog_recheck, &args);
 
 	initStringInfo(&summary);
 	appendStringInfo(&summary,

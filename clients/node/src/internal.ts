@@ -82,6 +82,13 @@ export function isPlainObject(input: unknown): input is Record<string, unknown> 
   return typeof input === 'object' && input !== null && !Array.isArray(input)
 }
 
+/** `String.prototype.isWellFormed` (Node 20), with a fallback for older runtimes. */
+function isWellFormed(input: string): boolean {
+  const native = (input as { isWellFormed?: () => boolean }).isWellFormed
+  if (typeof native === 'function') return native.call(input)
+  return !/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(input)
+}
+
 export type IdErrorFactory = (message: string) => Error
 
 const typeErrorFactory: IdErrorFactory = (message) => new TypeError(message)
@@ -99,7 +106,7 @@ export function checkTextId(
   if (typeof input !== 'string') {
     throw makeError(`${what} must be a string, got ${input === null ? 'null' : typeof input}.`)
   }
-  if (!input.isWellFormed()) {
+  if (!isWellFormed(input)) {
     throw makeError(`${what} contains an unpaired UTF-16 surrogate.`)
   }
   if (input.includes('\u0000')) {

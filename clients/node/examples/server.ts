@@ -1,0 +1,187 @@
+/**
+ * A TanStack AI app server whose state lives in PostgreSQL (sandbox_persist).
+ *
+ *   POST /chat            run the agent; SSE, durable (X-Run-Id names the run)
+ *   GET  /chat?runId=...  resume a run from Last-Event-ID / ?offset on any replica
+ *
+ * Run several copies behind a load balancer: a client that loses its
+ * connection resumes on whichever replica it reaches, and gets the rest of the
+ * stream exactly once. Start with DATABASE_URL set (or PGHOST/PGPORT/...).
+ */
+import http from 'node:http'
+import pg from 'pg'
+import {
+  chat,
+  resumeServerSentEventsResponse,
+  toServerSentEventsResponse,
+  type ChatMiddleware,
+  type DefaultMessageMetadataByModality,
+  type ModelMessage,
+  type StreamChunk,
+  type TextAdapter,
+} from '@tanstack/ai'
+import { withLocks } from '@tanstack/ai/locks'
+import {
+  closeSharedListeners,
+  postgresCheckpoints,
+  postgresDurability,
+  postgresLocks,
+  postgresMaintenance,
+  postgresPersistence,
+  postgresSandboxInstances,
+  type PostgresPersistenceStores,
+} from '@sandbox-persist/tanstack-ai'
+
+// ------------------------------------------------------------------ wiring
+
+const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 20 })
+
+/** messages, runs, interrupts, metadata, generationRuns, artifacts, blobs */
+export const persistence = postgresPersistence(pool)
+/** withSandbox({ instances, snapshots: { persistence, checkpoints } }) */
+export const instances = postgresSandboxInstances(pool)
+export const checkpoints = postgresCheckpoints(pool)
+/** withLocks(locks): distributed, lease-backed, woken by LISTEN/NOTIFY */
+export const locks = postgresLocks(pool, { ttlMs: 15_000, renewEveryMs: 4_000 })
+/** durability: { adapter: durability(request) } */
+export const durability = postgresDurability(pool)
+export const maintenance = postgresMaintenance(pool)
+
+// Replace with a real provider adapter, e.g. openaiText('gpt-5.5') from @tanstack/ai-openai.
+function echoAdapter(): TextAdapter<'echo', Record<string, never>, readonly ['text'], DefaultMessageMetadataByModality> {
+  return {
+    kind: 'text',
+    name: 'echo',
+    model: 'echo',
+    '~types': undefined as never,
+    async *chatStream(options) {
+      const runId = options.runId ?? 'run'
+      const threadId = options.threadId ?? 'thread'
+      const messageId = `${runId}-0`
+      const last = options.messages.at(-1)
+      const text = typeof last?.content === 'string' ? last.content : '...'
+      yield { type: 'RUN_STARTED', runId, threadId, timestamp: Date.now() } as StreamChunk
+      yield { type: 'TEXT_MESSAGE_START', messageId, role: 'assistant', timestamp: Date.now() } as StreamChunk
+      for (const word of text.split(/(?<= )/)) {
+        yield { type: 'TEXT_MESSAGE_CONTENT', messageId, delta: word, timestamp: Date.now() } as StreamChunk
+      }
+      yield { type: 'TEXT_MESSAGE_END', messageId, timestamp: Date.now() } as StreamChunk
+      yield { type: 'RUN_FINISHED', runId, threadId, finishReason: 'stop', timestamp: Date.now() } as StreamChunk
+    },
+    async structuredOutput() {
+      throw new Error('not supported by the echo adapter')
+    },
+  }
+}
+
+/**
+ * Run bookkeeping. With @tanstack/ai-persistence installed, use
+ * `withPersistence(persistence)` instead: it does this and much more
+ * (interrupts, usage, metadata, artifacts).
+ */
+function recordRun(stores: PostgresPersistenceStores): ChatMiddleware {
+  return {
+    name: 'record-run',
+    async onStart(ctx) {
+      await stores.runs.createOrResume({ runId: ctx.runId, threadId: ctx.threadId, startedAt: Date.now() })
+    },
+    async onFinish(ctx, info) {
+      await stores.messages.saveThread(ctx.threadId, [...ctx.messages, { role: 'assistant', content: info.content }])
+      await stores.runs.update(ctx.runId, { status: 'completed', finishedAt: Date.now(), usage: info.usage })
+    },
+    async onError(ctx, info) {
+      const message = info.error instanceof Error ? info.error.message : String(info.error)
+      await stores.runs.update(ctx.runId, { status: 'failed', finishedAt: Date.now(), error: { message } })
+    },
+  }
+}
+
+// ------------------------------------------------------------------ handlers (fetch style)
+
+export async function handleChat(request: Request): Promise<Response> {
+  const body = (await request.json()) as { threadId: string; messages: Array<ModelMessage> }
+  const log = durability(request) // X-Run-Id names the run; a fresh id otherwise
+  const history = await persistence.stores.messages.loadThread(body.threadId)
+  const stream = chat({
+    adapter: echoAdapter(),
+    messages: [...history, ...body.messages],
+    threadId: body.threadId,
+    runId: log.runId,
+    middleware: [withLocks(locks), recordRun(persistence.stores)],
+  })
+  return toServerSentEventsResponse(stream, {
+    headers: { 'X-Run-Id': log.runId },
+    durability: { adapter: log },
+  })
+}
+
+export function handleResume(request: Request): Response {
+  // Needs ?runId (or X-Run-Id) and Last-Event-ID (or ?offset); 400 without an offset.
+  return resumeServerSentEventsResponse({ adapter: durability(request) })
+}
+
+// ------------------------------------------------------------------ node:http glue
+
+async function toRequest(req: http.IncomingMessage): Promise<Request> {
+  const chunks: Buffer[] = []
+  for await (const chunk of req) chunks.push(chunk as Buffer)
+  const headers = new Headers()
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (typeof value === 'string') headers.set(name, value)
+  }
+  const method = req.method ?? 'GET'
+  return new Request(`http://${req.headers.host ?? 'localhost'}${req.url ?? '/'}`, {
+    method,
+    headers,
+    ...(method === 'GET' || method === 'HEAD' ? {} : { body: Buffer.concat(chunks) }),
+  })
+}
+
+async function send(response: Response, res: http.ServerResponse, req: http.IncomingMessage): Promise<void> {
+  res.writeHead(response.status, Object.fromEntries(response.headers))
+  if (response.body === null) return void res.end()
+  const reader = response.body.getReader()
+  // A closed tab cancels delivery only; a fresh producer keeps draining into the log.
+  req.on('close', () => void reader.cancel().catch(() => undefined))
+  try {
+    for (;;) {
+      const { value, done } = await reader.read()
+      if (done) break
+      res.write(value)
+    }
+  } finally {
+    res.end()
+  }
+}
+
+export function startServer(port = Number(process.env.PORT ?? 3000)): http.Server {
+  const server = http.createServer((req, res) => {
+    void (async () => {
+      const request = await toRequest(req)
+      const url = new URL(request.url)
+      if (url.pathname !== '/chat') return send(new Response('not found', { status: 404 }), res, req)
+      const response = request.method === 'POST' ? await handleChat(request) : handleResume(request)
+      await send(response, res, req)
+    })().catch((error: unknown) => {
+      if (!res.headersSent) res.writeHead(500)
+      res.end(String(error))
+    })
+  })
+  server.listen(port)
+  const stop = async () => {
+    server.close()
+    await closeSharedListeners()
+    await pool.end()
+  }
+  process.once('SIGTERM', () => void stop())
+  process.once('SIGINT', () => void stop())
+  return server
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  startServer()
+  // Wake the app's reaper when maintenance (pg_cron) sees detached runs.
+  void maintenance.onReaperWake(({ detached, due }) => {
+    console.log(`reaper wake-up: ${detached} detached, ${due} due`)
+  })
+}

@@ -1,0 +1,268 @@
+/**
+ * `StreamDurability` over the durable event log (durable-runs.md section 5).
+ *
+ * Offsets are `v1.<first 12 hex of sha256(runId)>.<seq>`; `'-1'` reads from
+ * the start and `'now'` from the current tail. `read` replays strictly after
+ * the offset, then parks until the log is closed (and fully read) or the signal
+ * aborts, woken by `NOTIFY sandbox_persist_event_log` (payload: the log id) on
+ * the shared listener connection, with a fallback poll. It never ends because
+ * of the chunks it saw (agent loops emit several RUN_FINISHED chunks).
+ * Every `append` carries this instance's producer id and an increasing
+ * producer sequence number, so a retry after an unknown outcome is idempotent.
+ */
+import { createHash, randomUUID } from 'node:crypto'
+import { performance } from 'node:perf_hooks'
+import { resolveResumeRunId, type StreamChunk, type StreamDurability } from '@tanstack/ai'
+import { SandboxPersistError } from './errors.js'
+import { checkTextId, json, run, value, type Queryable } from './internal.js'
+import { EVENT_LOG_CHANNEL, sharedListener, Waker, type ListenerOptions } from './listener.js'
+
+const SP = 'sandbox_persist'
+
+export interface PostgresDurabilityOptions extends ListenerOptions {
+  /** Fallback poll while parked, in ms (default 1500). */
+  pollMs?: number
+  /** Entries fetched per `event_log_read` call (default 1000). */
+  pageSize?: number
+  /**
+   * How long a from-start (`'-1'`/`'now'`) read of a run with no log yet waits
+   * for the first chunk before failing (default 10 s) ...
+   */
+  firstChunkDeadlineMs?: number
+  /** ... or, when the run record exists and is not terminal, this long (default 120 s). */
+  activeRunFirstChunkDeadlineMs?: number
+}
+
+/** Where a durability adapter comes from: a run id, a request, or an explicit init. */
+export type PostgresDurabilitySource = string | Request | { runId: string; offset?: string | null }
+
+export interface PostgresStreamDurability extends StreamDurability<string> {
+  /** The run this adapter reads and writes (generated for a producer request without one). */
+  readonly runId: string
+  /** This instance's producer id (one UUID per adapter instance). */
+  readonly producerId: string
+}
+
+export type PostgresDurabilityFactory = (source: PostgresDurabilitySource) => PostgresStreamDurability
+
+interface ReadResult {
+  logId?: number
+  exists: boolean
+  closed: boolean
+  tail: number
+  entries: Array<{ seq: number; chunk: StreamChunk }>
+}
+
+const TERMINAL = new Set(['completed', 'failed', 'aborted'])
+
+/** The run tag of an offset: the first 12 hex digits of sha256(runId). */
+export function runTag(runId: string): string {
+  return createHash('sha256').update(runId, 'utf8').digest('hex').slice(0, 12)
+}
+
+function readResumeOffset(request: Request): string | null {
+  const header = request.headers.get('Last-Event-ID')
+  if (header) return header
+  try {
+    return new URL(request.url).searchParams.get('offset')
+  } catch {
+    return null
+  }
+}
+
+/** A fetch `Request` (duck-typed: frameworks may bring their own Request class). */
+function isRequestLike(source: unknown): source is Request {
+  if (typeof Request !== 'undefined' && source instanceof Request) return true
+  return (
+    typeof source === 'object' &&
+    source !== null &&
+    typeof (source as { url?: unknown }).url === 'string' &&
+    typeof (source as { headers?: { get?: unknown } }).headers?.get === 'function'
+  )
+}
+
+function checkRunId(runId: unknown): string {
+  checkTextId(runId, 'runId')
+  if ((runId as string).length === 0 || /[\r\n]/.test(runId as string)) {
+    throw new Error(`Invalid runId (must be non-empty and contain no CR/LF): ${JSON.stringify(runId)}`)
+  }
+  return runId as string
+}
+
+/**
+ * The durability factory. Pass its result as `durability.adapter` of
+ * `toServerSentEventsResponse` (producer), `resumeServerSentEventsResponse`
+ * (resume), or to `replayRunStream`.
+ *
+ * A request names its run with `X-Run-Id` or `?runId` (a producer request
+ * without one gets a random run id, exposed as `.runId`); the resume offset
+ * comes from `Last-Event-ID`, then `?offset`. Offsets do not carry the run id,
+ * so a resume request must name its run.
+ */
+export function postgresDurability(pool: Queryable, options: PostgresDurabilityOptions = {}): PostgresDurabilityFactory {
+  const pollMs = options.pollMs ?? 1_500
+  const pageSize = options.pageSize ?? 1_000
+  const firstChunkDeadlineMs = options.firstChunkDeadlineMs ?? 10_000
+  const activeRunFirstChunkDeadlineMs = options.activeRunFirstChunkDeadlineMs ?? 120_000
+  if (!(Number.isFinite(pollMs) && pollMs > 0)) throw new Error(`pollMs must be > 0, got ${pollMs}.`)
+  if (!(Number.isSafeInteger(pageSize) && pageSize > 0 && pageSize <= 2_147_483_647)) {
+    throw new Error(`pageSize must be a positive integer, got ${pageSize}.`)
+  }
+  if (!(firstChunkDeadlineMs >= 0) || !(activeRunFirstChunkDeadlineMs >= 0)) {
+    throw new Error('first-chunk deadlines must be >= 0.')
+  }
+  const listener = sharedListener(pool, options)
+
+  return (source) => {
+    let runId: string
+    let resumeOffset: string | null
+    if (typeof source === 'string') {
+      runId = checkRunId(source)
+      resumeOffset = null
+    } else if (isRequestLike(source)) {
+      resumeOffset = readResumeOffset(source)
+      const named = resolveResumeRunId(source)
+      if (named === null) {
+        if (resumeOffset !== null) {
+          throw new Error('A resume request must name its run with the X-Run-Id header or ?runId: sandbox_persist offsets do not carry the run id.')
+        }
+        runId = randomUUID()
+      } else {
+        runId = checkRunId(named)
+      }
+    } else {
+      const init = source as { runId: string; offset?: string | null }
+      runId = checkRunId(init?.runId)
+      resumeOffset = init.offset ?? null
+    }
+    return createDurability(runId, resumeOffset)
+  }
+
+  function createDurability(runId: string, resumeOffset: string | null): PostgresStreamDurability {
+    const tag = runTag(runId)
+    const producerId = randomUUID()
+    let producerSeq = 0
+    const format = (seq: number) => `v1.${tag}.${seq}`
+
+    function parseOffset(offset: string): number {
+      const match = /^v1\.([0-9a-f]{12})\.([1-9][0-9]*)$/.exec(offset)
+      if (match === null || !Number.isSafeInteger(Number(match[2]))) {
+        throw new SandboxPersistError('EVENT_LOG_INVALID_OFFSET', `Invalid sandbox_persist event-log offset: ${JSON.stringify(offset)}`)
+      }
+      if (match[1] !== tag) {
+        throw new SandboxPersistError(
+          'EVENT_LOG_INVALID_OFFSET',
+          `Offset ${JSON.stringify(offset)} belongs to another run, not ${JSON.stringify(runId)}.`,
+        )
+      }
+      return Number(match[2])
+    }
+
+    const readPage = (after: number, rows: number) =>
+      value<ReadResult>(pool, `SELECT ${SP}.event_log_read($1::text, $2::bigint, $3::integer) AS r`, [
+        runId,
+        after,
+        rows,
+      ])
+
+    return {
+      runId,
+      producerId,
+      resumeFrom: () => resumeOffset,
+
+      async append(chunks) {
+        if (!Array.isArray(chunks)) throw new TypeError('append expects an array of chunks.')
+        if (chunks.length === 0) return []
+        producerSeq += 1
+        const seqs = await value<Array<number>>(
+          pool,
+          `SELECT ${SP}.event_log_append($1::text, $2::json, $3::json) AS r`,
+          [runId, json(chunks), JSON.stringify({ producerId, producerSeq })],
+          // Same producerId/producerSeq: the server returns the same numbers.
+          { retryUnknownOutcome: true },
+        )
+        if (!Array.isArray(seqs) || seqs.length !== chunks.length) {
+          throw new Error(`event_log_append returned ${Array.isArray(seqs) ? seqs.length : 'no'} sequence numbers for ${chunks.length} chunks.`)
+        }
+        return seqs.map(format)
+      },
+
+      read(offset, signal) {
+        return read(offset, signal)
+      },
+
+      async close() {
+        await run(pool, `SELECT ${SP}.event_log_close($1::text)`, [runId], { retryUnknownOutcome: true })
+      },
+
+      async snapshot() {
+        const entries =
+          (await value<Array<{ seq: number; chunk: StreamChunk }> | null>(
+            pool,
+            `SELECT ${SP}.event_log_snapshot($1::text) AS r`,
+            [runId],
+          )) ?? []
+        return entries.map((e) => ({ offset: format(e.seq), chunk: e.chunk }))
+      },
+    }
+
+    async function* read(
+      offset: string,
+      signal?: AbortSignal,
+    ): AsyncGenerator<{ offset: string; chunk: StreamChunk }> {
+      const fromStart = offset === '-1' || offset === 'now'
+      let after = offset === '-1' || offset === 'now' ? 0 : parseOffset(offset)
+      let logId: number | undefined
+      const waker = new Waker()
+      // LISTEN before the first query the wait depends on.
+      const unsubscribe = listener.subscribe(EVENT_LOG_CHANNEL, (payload) => {
+        if (payload === null || logId === undefined || payload === String(logId)) waker.wake()
+      })
+      try {
+        await listener.ready()
+        if (offset === 'now') {
+          waker.reset()
+          const head = await readPage(0, 0)
+          if (head.logId !== undefined) logId = head.logId
+          after = head.tail
+        }
+        let firstChunkDeadline: number | undefined
+        for (;;) {
+          if (signal?.aborted) return
+          waker.reset()
+          const page = await readPage(after, pageSize)
+          if (page.logId !== undefined) logId = page.logId
+          for (const entry of page.entries) {
+            after = entry.seq
+            yield { offset: format(entry.seq), chunk: entry.chunk }
+            if (signal?.aborted) return
+          }
+          if (page.entries.length >= pageSize) continue
+          if (page.closed && after >= page.tail) return
+          if (!page.exists && fromStart) {
+            if (firstChunkDeadline === undefined) {
+              const record = await value<{ status?: string } | null>(pool, `SELECT ${SP}.run_get($1::text) AS r`, [runId])
+              const active = record !== null && !TERMINAL.has(String(record.status))
+              firstChunkDeadline = performance.now() + (active ? activeRunFirstChunkDeadlineMs : firstChunkDeadlineMs)
+            }
+            const left = firstChunkDeadline - performance.now()
+            if (left <= 0) {
+              throw new SandboxPersistError(
+                'EVENT_LOG_NOT_FOUND',
+                `Run ${JSON.stringify(runId)} produced no event log within the first-chunk deadline.`,
+              )
+            }
+            const how = await waker.wait(Math.min(pollMs, left), signal)
+            if (how === 'abort') return
+            continue
+          }
+          const how = await waker.wait(pollMs, signal)
+          if (how === 'abort') return
+          if (!listener.connected) void listener.ready()
+        }
+      } finally {
+        unsubscribe()
+      }
+    }
+  }
+}

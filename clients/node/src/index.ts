@@ -1,0 +1,51 @@
+/**
+ * TanStack AI stores over the sandbox_persist PostgreSQL extension.
+ *
+ *   postgresPersistence(pool)        messages, runs, interrupts, metadata,
+ *                                    generationRuns, artifacts, blobs
+ *   postgresSandboxInstances(pool)   sandbox instance store
+ *   postgresCheckpoints(pool, opts)  fork-capable checkpoint store with writer leases
+ *   postgresLocks(pool, opts)        LockStore (lease table, LISTEN/NOTIFY wake-ups)
+ *   postgresDurability(pool, opts)   StreamDurability factory over the event log
+ */
+export {
+  postgresPersistence,
+  postgresMessageStore,
+  postgresRunStore,
+  postgresInterruptStore,
+  postgresMetadataStore,
+  postgresGenerationRunStore,
+  postgresArtifactStore,
+  type PostgresPersistenceOptions,
+} from './persistence.js'
+export { postgresBlobStore, type PostgresBlobStoreOptions } from './blobs.js'
+export { postgresSandboxInstances, postgresCheckpoints, type PostgresCheckpointOptions } from './sandbox.js'
+export { postgresLocks, type PostgresLockOptions, type PostgresLockStore } from './locks.js'
+export {
+  postgresDurability,
+  runTag,
+  type PostgresDurabilityFactory,
+  type PostgresDurabilityOptions,
+  type PostgresDurabilitySource,
+  type PostgresStreamDurability,
+} from './durability.js'
+export { postgresMaintenance, type PostgresMaintenance, type ReaperWakeup } from './maintenance.js'
+export { closeSharedListeners, type ListenerOptions } from './listener.js'
+export {
+  SandboxCheckpointError,
+  SandboxCheckpointConflictError,
+  SandboxCheckpointParentMismatchError,
+  SandboxCheckpointDuplicateIdError,
+  SandboxCheckpointNotHeadError,
+  SandboxCheckpointWriterConflictError,
+  SandboxCheckpointWriterLostError,
+  SandboxCheckpointInvalidIdError,
+  SandboxCheckpointInvalidEntryError,
+  SandboxPersistError,
+  LockAcquireTimeoutError,
+  LockLostError,
+  translateError,
+  type SandboxCheckpointErrorCode,
+} from './errors.js'
+export type { Queryable } from './internal.js'
+export type * from './types.js'

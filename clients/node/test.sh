@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Build and test the Node adapter against the database named by the
+# PGHOST/PGPORT/PGUSER/PGDATABASE environment (exported by `make test`). The
+# database must have the extension and the test settings:
+#   CREATE EXTENSION sandbox_persist;
+#   ALTER DATABASE <db> SET sandbox_persist.allow_test_reset = on;
+#   ALTER DATABASE <db> SET sandbox_persist.allow_client_clock = on;
+# The suites reset that database, so they run serially. Exits non-zero on failure.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+echo "== npm ci"
+npm ci --no-audit --no-fund --prefer-offline --loglevel=error
+
+echo "== build (tsc -> dist/)"
+npm run --silent build
+
+echo "== type-check examples and tests"
+npx tsc --noEmit -p tsconfig.examples.json
+npx tsc --noEmit -p tsconfig.test.json
+
+echo "== vitest (serial)"
+report=$(mktemp)
+trap 'rm -f "$report"' EXIT
+status=0
+npx vitest run --no-file-parallelism --reporter=default --reporter=json --outputFile.json="$report" || status=$?
+# One plain closing line as well, for tools that do not parse vitest's summary.
+node -e '
+  const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+  const skipped = r.numPendingTests + r.numTodoTests;
+  console.log(`vitest: ${r.numPassedTests} passed, ${r.numFailedTests} failed` + (skipped ? `, ${skipped} skipped` : ""));
+' "$report" 2>/dev/null || true
+exit $status

@@ -1,0 +1,302 @@
+/**
+ * The blob store through the adapter: the upstream cases (P17-P23), the
+ * adapter-side cases (B16, B20 through the adapter, B23, R10) and the body
+ * encodings of sql-api.md rules 11 and 12.
+ */
+import { createHash } from 'node:crypto'
+import { beforeAll, describe, expect, it } from 'vitest'
+import { postgresBlobStore, postgresPersistence, type BlobObject } from '../src/index.js'
+import { countingPool, makePool, rejection, reset, rows } from './helpers.js'
+
+const pool = makePool()
+const blobs = postgresPersistence(pool).stores.blobs
+
+beforeAll(async () => {
+  await reset(pool)
+})
+
+function required<T>(v: T | null | undefined, what: string): T {
+  if (v == null) throw new Error(`expected ${what}`)
+  return v
+}
+
+async function drain(stream: ReadableStream<Uint8Array>): Promise<Uint8Array> {
+  const parts: Uint8Array[] = []
+  const reader = stream.getReader()
+  for (;;) {
+    const { value, done } = await reader.read()
+    if (done) break
+    parts.push(value)
+  }
+  return new Uint8Array(Buffer.concat(parts))
+}
+
+const pattern = (n: number, mod = 251) => new Uint8Array(n).map((_, i) => i % mod)
+
+function lengthless(bytes: Uint8Array, chunk = 4096): ReadableStream<Uint8Array> {
+  let at = 0
+  return new ReadableStream<Uint8Array>({
+    pull(controller) {
+      if (at >= bytes.byteLength) return controller.close()
+      controller.enqueue(bytes.slice(at, at + chunk))
+      at += chunk
+    },
+  }).pipeThrough(new TransformStream<Uint8Array, Uint8Array>())
+}
+
+async function bytesOf(o: BlobObject | null): Promise<Uint8Array> {
+  return new Uint8Array(await required(o, 'object').arrayBuffer())
+}
+
+describe('blobs (upstream cases)', () => {
+  it('P17 round-trips bytes and metadata through put/get/head; strings and ArrayBuffers too', async () => {
+    expect(await blobs.get('blob-missing')).toBeNull()
+    expect(await blobs.head('blob-missing')).toBeNull()
+    const bytes = new Uint8Array([1, 2, 3, 4])
+    const put = await blobs.put('blob/a', bytes, { contentType: 'image/png', customMetadata: { runId: 'run-blob' } })
+    expect(put).toMatchObject({ key: 'blob/a', size: 4, contentType: 'image/png', customMetadata: { runId: 'run-blob' } })
+    expect(typeof put.etag).toBe('string')
+    expect(typeof put.createdAt).toBe('number')
+    const object = required(await blobs.get('blob/a'), 'blob/a')
+    expect(await bytesOf(object)).toEqual(bytes)
+    expect(object).toMatchObject({ key: 'blob/a', size: 4, contentType: 'image/png', customMetadata: { runId: 'run-blob' } })
+    expect(object.range).toBeUndefined()
+    expect(await blobs.head('blob/a')).toEqual(put)
+    await blobs.put('blob/text', 'héllo')
+    expect(await required(await blobs.get('blob/text'), 'text').text()).toBe('héllo')
+    await blobs.put('blob/buffer', new Uint8Array([9, 9]).buffer)
+    expect(await bytesOf(await blobs.get('blob/buffer'))).toEqual(new Uint8Array([9, 9]))
+  })
+
+  it('P18 a 64 KiB stream with no declared length is stored whole', async () => {
+    const bytes = pattern(64 * 1024)
+    const put = await blobs.put('blob/stream', lengthless(bytes), { contentType: 'application/octet-stream' })
+    expect(put.size).toBe(bytes.byteLength)
+    const object = required(await blobs.get('blob/stream'), 'blob/stream')
+    expect(await bytesOf(object)).toEqual(bytes)
+    expect(object.size).toBe(bytes.byteLength)
+  })
+
+  it('P19 expectedLength is advisory: the counted size is stored and never sent', async () => {
+    const bytes = pattern(9 * 1024)
+    const put = await blobs.put('blob/stream-hint', lengthless(bytes), { expectedLength: bytes.byteLength })
+    expect(put.size).toBe(bytes.byteLength)
+    expect(await bytesOf(await blobs.get('blob/stream-hint'))).toEqual(bytes)
+    // A wrong hint changes nothing but the strategy.
+    const lie = await blobs.put('blob/stream-lie', lengthless(bytes), { expectedLength: 5 })
+    expect(lie.size).toBe(bytes.byteLength)
+  })
+
+  it('P20 serves byte ranges and reports the slice it served', async () => {
+    const bytes = pattern(1024)
+    await blobs.put('blob/range', bytes)
+    const middle = required(await blobs.get('blob/range', { range: { offset: 100, length: 50 } }), 'middle')
+    expect(await bytesOf(middle)).toEqual(bytes.slice(100, 150))
+    expect(middle.size).toBe(1024)
+    expect(middle.range).toEqual({ offset: 100, length: 50 })
+    const tail = required(await blobs.get('blob/range', { range: { offset: 1000 } }), 'tail')
+    expect(await bytesOf(tail)).toEqual(bytes.slice(1000))
+    expect(tail.range).toEqual({ offset: 1000, length: 24 })
+    const clamped = required(await blobs.get('blob/range', { range: { offset: 1000, length: 1000 } }), 'clamped')
+    expect(clamped.range).toEqual({ offset: 1000, length: 24 })
+    expect((await clamped.arrayBuffer()).byteLength).toBe(24)
+    const streamed = required(await blobs.get('blob/range', { range: { offset: 10, length: 5 } }), 'streamed')
+    expect(await drain(required(streamed.body, 'body'))).toEqual(bytes.slice(10, 15))
+    const whole = required(await blobs.get('blob/range'), 'whole')
+    expect(whole.range).toBeUndefined()
+    expect('range' in whole).toBe(false)
+  })
+
+  it('P21 overwrite replaces bytes and metadata with a new etag; delete is silent', async () => {
+    const first = await blobs.put('blob/over', new Uint8Array([1]), { contentType: 'text/plain', customMetadata: { v: '1' } })
+    const second = await blobs.put('blob/over', new Uint8Array([2, 2, 2]), {
+      contentType: 'application/octet-stream',
+      customMetadata: { v: '2' },
+    })
+    expect(second).toMatchObject({ size: 3, contentType: 'application/octet-stream', customMetadata: { v: '2' } })
+    expect(second.etag).not.toBe(first.etag)
+    expect(second.createdAt).toBe(first.createdAt)
+    expect(await bytesOf(await blobs.get('blob/over'))).toEqual(new Uint8Array([2, 2, 2]))
+    const third = await blobs.put('blob/over', new Uint8Array([3]))
+    expect('contentType' in third || 'customMetadata' in third).toBe(false)
+    await expect(blobs.delete('blob/over')).resolves.toBeUndefined()
+    expect(await blobs.get('blob/over')).toBeNull()
+    expect(await blobs.head('blob/over')).toBeNull()
+    await expect(blobs.delete('blob/over')).resolves.toBeUndefined()
+  })
+
+  it('P22 prefixes are literal and case-sensitive', async () => {
+    for (const [key, b] of [['list_/b', 2], ['list_/a', 1], ['list_/c', 3], ['list-x/d', 4], ['LIST_/e', 5]] as const) {
+      await blobs.put(key, new Uint8Array([b]))
+    }
+    const page = await blobs.list({ prefix: 'list_/' })
+    expect(page.objects.map((o) => o.key)).toEqual(['list_/a', 'list_/b', 'list_/c'])
+    expect(page.truncated).toBe(false)
+    expect(page.cursor).toBeUndefined()
+    expect((await blobs.list({ prefix: 'list_/nothing-here' })).objects).toEqual([])
+  })
+
+  it('P23 pages with a cursor (the last key, verbatim); limit 0 and exact fit are not truncated', async () => {
+    for (const key of ['page/a', 'page/b', 'page/c', 'page/d', 'page/e']) await blobs.put(key, new Uint8Array([1]))
+    const empty = await blobs.list({ prefix: 'page/', limit: 0 })
+    expect(empty).toEqual({ objects: [], truncated: false })
+    const seen: string[] = []
+    let cursor: string | undefined
+    for (let guard = 0; guard < 10; guard++) {
+      const result = await blobs.list({ prefix: 'page/', limit: 2, ...(cursor !== undefined ? { cursor } : {}) })
+      seen.push(...result.objects.map((o) => o.key))
+      if (!result.truncated) break
+      expect(result.cursor).toBe(result.objects.at(-1)?.key)
+      cursor = result.cursor
+    }
+    expect(seen).toEqual(['page/a', 'page/b', 'page/c', 'page/d', 'page/e'])
+    const exact = await blobs.list({ prefix: 'page/', limit: 5 })
+    expect(exact.objects.map((o) => o.key)).toEqual(seen)
+    expect(exact.truncated).toBe(false)
+    expect(exact.cursor).toBeUndefined()
+  })
+})
+
+describe('blobs (adapter cases)', () => {
+  it("B16 a string body's size is its UTF-8 byte count", async () => {
+    const put = await blobs.put('b16', 'héllo')
+    expect(put.size).toBe(6)
+    expect((await blobs.head('b16'))?.size).toBe(6)
+    const emoji = await blobs.put('b16-astral', '😀')
+    expect(emoji.size).toBe(4)
+  })
+
+  it("B23 arrayBuffer() holds exactly the object's bytes although the driver's Buffer is a pool-slab view", async () => {
+    await blobs.put('b23', new Uint8Array([7, 8, 9]))
+    // The trap is real: node-postgres hands back a small Buffer from the shared pool.
+    const [raw] = await rows<{ b: Buffer }>(pool, `SELECT body AS b FROM sandbox_persist.blob_get('b23')`)
+    expect(raw?.b.byteLength).toBe(3)
+    expect(raw!.b.buffer.byteLength).toBeGreaterThan(3)
+    const object = required(await blobs.get('b23'), 'b23')
+    const buffer = await object.arrayBuffer()
+    expect(buffer.byteLength).toBe(3)
+    expect([...new Uint8Array(buffer)]).toEqual([7, 8, 9])
+    // Each call is a fresh copy.
+    new Uint8Array(buffer)[0] = 0
+    expect([...new Uint8Array(await object.arrayBuffer())]).toEqual([7, 8, 9])
+  })
+
+  it('R10 a fractional range offset or length is a RangeError without a server call', async () => {
+    const counted = countingPool(pool)
+    const store = postgresBlobStore(counted.db)
+    const offset = await rejection(store.get('blob/range', { range: { offset: 1.5 } }))
+    expect(offset).toBeInstanceOf(RangeError)
+    expect(offset.message).toContain('Blob range offset 1.5 is outside the object')
+    const length = await rejection(store.get('blob/range', { range: { offset: 1, length: 2.5 } }))
+    expect(length).toBeInstanceOf(RangeError)
+    expect(length.message).toBe('Blob range length 2.5 is not valid.')
+    expect(counted.count()).toBe(0)
+  })
+
+  it('server range errors (R8, R12, R13, B15) arrive as RangeError with the upstream texts', async () => {
+    await blobs.put('r8', new Uint8Array([1, 2, 3, 4]))
+    const outside = await rejection(blobs.get('r8', { range: { offset: 4 } }))
+    expect(outside).toBeInstanceOf(RangeError)
+    expect(outside.message).toBe('Blob range offset 4 is outside the object (size 4).')
+    const negative = await rejection(blobs.get('r8', { range: { offset: 0, length: -1 } }))
+    expect(negative).toBeInstanceOf(RangeError)
+    expect(negative.message).toBe('Blob range length -1 is not valid.')
+    const zero = required(await blobs.get('r8', { range: { offset: 2, length: 0 } }), 'zero')
+    expect(zero.range).toEqual({ offset: 2, length: 0 })
+    expect((await zero.arrayBuffer()).byteLength).toBe(0)
+    await blobs.put('empty', new Uint8Array(0))
+    expect((await blobs.head('empty'))?.size).toBe(0)
+    expect(await bytesOf(await blobs.get('empty'))).toEqual(new Uint8Array(0))
+    await expect(blobs.get('empty', { range: { offset: 0 } })).rejects.toBeInstanceOf(RangeError)
+  })
+
+  it('a negative or fractional list limit is a RangeError', async () => {
+    await expect(blobs.list({ limit: -1 })).rejects.toBeInstanceOf(RangeError)
+    await expect(blobs.list({ limit: 1.5 })).rejects.toBeInstanceOf(RangeError)
+  })
+
+  it('every BlobBody kind: a view contributes exactly its window, a Blob its bytes and type', async () => {
+    const backing = new Uint8Array([0, 1, 2, 3, 4, 5, 6, 7])
+    await blobs.put('view', new Uint8Array(backing.buffer, 2, 3))
+    expect([...(await bytesOf(await blobs.get('view')))]).toEqual([2, 3, 4])
+    await blobs.put('dataview', new DataView(backing.buffer, 5, 2))
+    expect([...(await bytesOf(await blobs.get('dataview')))]).toEqual([5, 6])
+    await blobs.put('node-buffer', Buffer.from('abc'))
+    expect(await required(await blobs.get('node-buffer'), 'nb').text()).toBe('abc')
+    const blob = new Blob(['typed'], { type: 'text/x-test' })
+    const put = await blobs.put('blob-kind', blob)
+    expect(put).toMatchObject({ size: 5, contentType: 'text/x-test' })
+    const explicit = await blobs.put('blob-kind-2', blob, { contentType: 'text/plain' })
+    expect(explicit.contentType).toBe('text/plain')
+    await expect(blobs.put('bad', 42 as never)).rejects.toBeInstanceOf(TypeError)
+    await expect(blobs.put('bad', new Blob([]), { contentType: 'a', customMetadata: { n: 1 } as never })).rejects.toBeInstanceOf(TypeError)
+    expect(await blobs.head('bad')).toBeNull()
+  })
+
+  it('large bodies stream through the upload protocol in pieces; a failing stream aborts and leaves the old object', async () => {
+    const store = postgresBlobStore(pool, { singleCallThreshold: 1024, uploadPieceBytes: 1000 })
+    const bytes = pattern(10_000, 253)
+    const put = await store.put('upload/big', bytes, { contentType: 'application/x-big' })
+    expect(put).toMatchObject({ size: 10_000, contentType: 'application/x-big' })
+    expect(await bytesOf(await store.get('upload/big'))).toEqual(bytes)
+    const streamed = await store.put('upload/big', lengthless(bytes, 777))
+    expect(streamed.size).toBe(10_000)
+    expect(streamed.createdAt).toBe(put.createdAt)
+    expect(streamed.etag).not.toBe(put.etag)
+    expect(await bytesOf(await store.get('upload/big'))).toEqual(bytes)
+
+    let pulls = 0
+    const failing = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        pulls += 1
+        if (pulls > 3) return controller.error(new Error('origin went away'))
+        controller.enqueue(pattern(1500))
+      },
+    })
+    const error = await rejection(store.put('upload/big', failing))
+    expect(error.message).toBe('origin went away')
+    expect(await bytesOf(await store.get('upload/big'))).toEqual(bytes)
+    expect(await rows(pool, 'SELECT 1 FROM sandbox_persist.blob_uploads')).toEqual([])
+  })
+
+  it('content-addressed keys: a hash mismatch keeps its code and stores nothing', async () => {
+    const bytes = new TextEncoder().encode('content')
+    const key = `sandbox-files/sha256/${createHash('sha256').update(bytes).digest('hex')}`
+    const put = await blobs.put(key, bytes)
+    expect(put.size).toBe(bytes.byteLength)
+    const wrong = `sandbox-files/sha256/${'0'.repeat(64)}`
+    const error = await rejection(blobs.put(wrong, bytes))
+    expect(error.code).toBe('BLOB_CONTENT_HASH_MISMATCH')
+    expect(await blobs.head(wrong)).toBeNull()
+    const store = postgresBlobStore(pool, { singleCallThreshold: 1, uploadPieceBytes: 3 })
+    const viaUpload = await rejection(store.put(wrong, bytes))
+    expect(viaUpload.code).toBe('BLOB_CONTENT_HASH_MISMATCH')
+    expect(await rows(pool, 'SELECT 1 FROM sandbox_persist.blob_uploads')).toEqual([])
+  })
+
+  it('B20 objects above blob_max_read are read through successive ranged reads', async () => {
+    // A session with a tiny single-call limit (a superuser may set it per connection).
+    const small = makePool({ max: 2, options: '-c sandbox_persist.blob_max_read=8kB' })
+    const store = postgresBlobStore(small)
+    const bytes = pattern(50_000, 241)
+    await store.put('b20/big', bytes)
+    const raw = await rejection(small.query(`SELECT body FROM sandbox_persist.blob_get('b20/big')`))
+    expect(raw.code).toBe('54000')
+    const whole = required(await store.get('b20/big'), 'b20')
+    expect(whole.size).toBe(50_000)
+    expect(whole.range).toBeUndefined()
+    expect(await bytesOf(whole)).toEqual(bytes)
+    const ranged = required(await store.get('b20/big', { range: { offset: 1234, length: 30_000 } }), 'ranged')
+    expect(ranged.range).toEqual({ offset: 1234, length: 30_000 })
+    expect(await bytesOf(ranged)).toEqual(bytes.slice(1234, 31_234))
+  })
+
+  it('identifier checks: a non-string key is a TypeError before any call', async () => {
+    const counted = countingPool(pool)
+    const store = postgresBlobStore(counted.db)
+    await expect(store.get({} as never)).rejects.toBeInstanceOf(TypeError)
+    await expect(store.put(7 as never, 'x')).rejects.toBeInstanceOf(TypeError)
+    await expect(store.list({ prefix: 'a\ud800' })).rejects.toBeInstanceOf(TypeError)
+    expect(counted.count()).toBe(0)
+  })
+})

@@ -717,39 +717,34 @@ checkpoint_get_head(PG_FUNCTION_ARGS)
 	PG_RETURN_TEXT_P(cstring_to_text(head));
 }
 
+/* Append {key, references} for SPI row `row` of the reference count query. */
+static void
+CkptAppendReference(StringInfo buf, int row)
+{
+	int64		count = 0;
+	bool		first = true;
+
+	SpGetInt64(row, 2, &count);
+	appendStringInfoChar(buf, '{');
+	SpAppendKey(buf, &first, "key");
+	SpAppendString(buf, SpGetText(row, 1));
+	SpAppendKey(buf, &first, "references");
+	SpAppendInt64(buf, count);
+	appendStringInfoChar(buf, '}');
+}
+
 /* checkpoint_list_blob_references() -> json: [{key, references}] by key bytes. */
 Datum
 checkpoint_list_blob_references(PG_FUNCTION_ARGS)
 {
 	MemoryContext outer = CurrentMemoryContext;
-	MemoryContext spi;
-	StringInfoData buf;
 	SpArgs		args;
-	int			n;
+	Datum		result;
+	bool		isnull;
 
 	SPI_connect();
 	SpArgsInit(&args);
-	n = SpExec(&ckpt_refs, &args, true, 0);
-	spi = MemoryContextSwitchTo(outer);
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '[');
-	for (int i = 0; i < n; i++)
-	{
-		int64		count = 0;
-		bool		first = true;
-
-		SpGetInt64(i, 2, &count);
-		if (i > 0)
-			appendStringInfoChar(&buf, ',');
-		appendStringInfoChar(&buf, '{');
-		SpAppendKey(&buf, &first, "key");
-		SpAppendString(&buf, SpGetText(i, 1));
-		SpAppendKey(&buf, &first, "references");
-		SpAppendInt64(&buf, count);
-		appendStringInfoChar(&buf, '}');
-	}
-	appendStringInfoChar(&buf, ']');
-	MemoryContextSwitchTo(spi);
+	result = SpRowsJson(&ckpt_refs, &args, true, CkptAppendReference, false, outer, &isnull);
 	SPI_finish();
-	PG_RETURN_DATUM(SpJsonResult(&buf));
+	PG_RETURN_DATUM(result);
 }

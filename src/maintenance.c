@@ -384,55 +384,53 @@ maintain(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(SpJsonResult(&summary));
 }
 
+/* Append {kind, runId?, firstSeen, lastSeen, detail?} for SPI row `row`. */
+static void
+MaintAppendAttention(StringInfo buf, int row)
+{
+	bool		first = true;
+	char	   *run_id = SpGetText(row, 2);
+	char	   *detail = SpGetText(row, 5);
+	int64		first_seen = 0;
+	int64		last_seen = 0;
+
+	SpGetInt64(row, 3, &first_seen);
+	SpGetInt64(row, 4, &last_seen);
+	appendStringInfoChar(buf, '{');
+	SpAppendKey(buf, &first, "kind");
+	SpAppendString(buf, SpGetText(row, 1));
+	if (run_id[0] != '\0')
+	{
+		SpAppendKey(buf, &first, "runId");
+		SpAppendString(buf, run_id);
+	}
+	SpAppendKey(buf, &first, "firstSeen");
+	SpAppendInt64(buf, first_seen);
+	SpAppendKey(buf, &first, "lastSeen");
+	SpAppendInt64(buf, last_seen);
+	if (detail != NULL)
+	{
+		SpAppendKey(buf, &first, "detail");
+		appendStringInfoString(buf, detail);
+	}
+	appendStringInfoChar(buf, '}');
+}
+
 /* attention_list() -> json: the watchdog's open items, oldest first. */
 Datum
 attention_list(PG_FUNCTION_ARGS)
 {
 	MemoryContext outer = CurrentMemoryContext;
-	MemoryContext spi;
-	StringInfoData buf;
 	SpArgs		args;
-	int			n;
+	Datum		result;
+	bool		isnull;
 
 	SPI_connect();
 	SpArgsInit(&args);
-	n = SpExec(&maint_attention, &args, true, 0);
-	spi = MemoryContextSwitchTo(outer);
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '[');
-	for (int i = 0; i < n; i++)
-	{
-		bool		first = true;
-		char	   *run_id = SpGetText(i, 2);
-		char	   *detail = SpGetText(i, 5);
-		int64		first_seen = 0;
-		int64		last_seen = 0;
-
-		SpGetInt64(i, 3, &first_seen);
-		SpGetInt64(i, 4, &last_seen);
-		appendStringInfoString(&buf, i ? ",{" : "{");
-		SpAppendKey(&buf, &first, "kind");
-		SpAppendString(&buf, SpGetText(i, 1));
-		if (run_id[0] != '\0')
-		{
-			SpAppendKey(&buf, &first, "runId");
-			SpAppendString(&buf, run_id);
-		}
-		SpAppendKey(&buf, &first, "firstSeen");
-		SpAppendInt64(&buf, first_seen);
-		SpAppendKey(&buf, &first, "lastSeen");
-		SpAppendInt64(&buf, last_seen);
-		if (detail != NULL)
-		{
-			SpAppendKey(&buf, &first, "detail");
-			appendStringInfoString(&buf, detail);
-		}
-		appendStringInfoChar(&buf, '}');
-	}
-	appendStringInfoChar(&buf, ']');
-	MemoryContextSwitchTo(spi);
+	result = SpRowsJson(&maint_attention, &args, true, MaintAppendAttention, false, outer,
+						&isnull);
 	SPI_finish();
-	PG_RETURN_DATUM(SpJsonResult(&buf));
+	PG_RETURN_DATUM(result);
 }
 
 /*

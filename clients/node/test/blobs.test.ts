@@ -245,6 +245,13 @@ describe('blobs (adapter cases)', () => {
     expect(streamed.etag).not.toBe(put.etag)
     expect(await bytesOf(await store.get('upload/big'))).toEqual(bytes)
 
+    const viaBlob = await store.put('upload/blob', new Blob([bytes], { type: 'application/x-blob' }))
+    expect(viaBlob).toMatchObject({ size: 10_000, contentType: 'application/x-blob' })
+    expect(await bytesOf(await store.get('upload/blob'))).toEqual(bytes)
+    const empty = await store.put('upload/empty', lengthless(new Uint8Array(0)))
+    expect(empty.size).toBe(0)
+    expect(await bytesOf(await store.get('upload/empty'))).toEqual(new Uint8Array(0))
+
     let pulls = 0
     const failing = new ReadableStream<Uint8Array>({
       pull(controller) {

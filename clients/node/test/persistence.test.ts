@@ -196,6 +196,8 @@ describe('runs', () => {
       const error = await rejection(store.update('run-1', { finishedAt: bad }))
       expect(error).toBeInstanceOf(TypeError)
     }
+    await expect(store.listReclaimable({ now: 1.5, ttlMs: 0 })).rejects.toBeInstanceOf(TypeError)
+    await expect(store.listReclaimable({ now: 1, ttlMs: NaN })).rejects.toBeInstanceOf(TypeError)
     expect(counted.count()).toBe(0)
     // In a record the server sees the null and rejects it (22004 -> TypeError).
     const error = await rejection(runs.createOrResume({ runId: 'v12', threadId: 't', startedAt: NaN }))

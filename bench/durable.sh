@@ -15,7 +15,7 @@
 # Throughputs are medians of SP_DURABLE_RUNS runs (default 3) of
 # SP_DURABLE_SECONDS each (default 5), baseline and sandbox_persist
 # alternating within each run, so ratios compare like with like on a noisy
-# machine. The whole script takes about 4 minutes with the defaults.
+# machine. The whole script takes about 4-5 minutes with the defaults.
 #
 # Needs a running cluster reachable through PGHOST/PGPORT/PGUSER (a
 # superuser) with sandbox_persist installed, and pgbench (PGBENCH, else on

@@ -56,10 +56,11 @@ static SpQuery log_run_status = {
 	1, {TEXTOID}
 };
 
+/* The chunks arrive as json[] built from already-validated text: no second parse. */
 static SpQuery log_insert_entries = {
 	"INSERT INTO sandbox_persist.event_log_entries (log_id, seq, chunk)"
-	" SELECT $1, $2 + u.ord, u.c::json FROM unnest($3::text[]) WITH ORDINALITY AS u(c, ord)",
-	3, {INT8OID, INT8OID, TEXTARRAYOID}
+	" SELECT $1, $2 + u.ord, u.c FROM unnest($3::json[]) WITH ORDINALITY AS u(c, ord)",
+	3, {INT8OID, INT8OID, JSONARRAYOID}
 };
 
 static SpQuery log_insert_producer = {
@@ -84,9 +85,14 @@ static SpQuery log_select = {
 	1, {TEXTOID}
 };
 
+/*
+ * Sequence numbers are dense, so "the next $3 entries after $2" is the range
+ * ($2, $2 + $3]: a bounded index range scan that a kept generic plan serves
+ * as well as a custom one (a LIMIT parameter made every call re-plan).
+ */
 static SpQuery log_entries = {
 	"SELECT seq, chunk::text FROM sandbox_persist.event_log_entries"
-	" WHERE log_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+	" WHERE log_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq",
 	3, {INT8OID, INT8OID, INT8OID}
 };
 
@@ -197,13 +203,19 @@ event_log_append(PG_FUNCTION_ARGS)
 	}
 
 	SPI_connect();
+	/* the log usually exists: lock it; create it only on the first append */
 	SpArgsInit(&args);
 	SpArgText(&args, run_id);
-	SpArgInt64(&args, now);
-	SpExec(&log_create, &args, false, 0);
-	SpArgsInit(&args);
-	SpArgText(&args, run_id);
-	SpExec(&log_lock, &args, false, 1);
+	if (SpExec(&log_lock, &args, false, 1) == 0)
+	{
+		SpArgsInit(&args);
+		SpArgText(&args, run_id);
+		SpArgInt64(&args, now);
+		SpExec(&log_create, &args, false, 0);
+		SpArgsInit(&args);
+		SpArgText(&args, run_id);
+		SpExec(&log_lock, &args, false, 1);
+	}
 	SpGetInt64(0, 1, &log_id);
 	SpGetInt64(0, 2, &tail);
 	SpGetBool(0, 3, &closed);
@@ -266,7 +278,7 @@ event_log_append(PG_FUNCTION_ARGS)
 	SpArgsInit(&args);
 	SpArgInt64(&args, log_id);
 	SpArgInt64(&args, tail);
-	SpArgDatum(&args, PointerGetDatum(construct_array(texts, chunks->count, TEXTOID, -1,
+	SpArgDatum(&args, PointerGetDatum(construct_array(texts, chunks->count, JSONOID, -1,
 													  false, TYPALIGN_INT)));
 	SpExec(&log_insert_entries, &args, false, 0);
 	if (producer_id != NULL)
@@ -370,7 +382,7 @@ event_log_read(PG_FUNCTION_ARGS)
 		SpArgsInit(&args);
 		SpArgInt64(&args, log_id);
 		SpArgInt64(&args, after);
-		SpArgInt64(&args, max_rows);
+		SpArgInt64(&args, Min(tail, after + max_rows));
 		n = SpExec(&log_entries, &args, true, 0);
 	}
 	spi = MemoryContextSwitchTo(outer);

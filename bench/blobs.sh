@@ -501,8 +501,8 @@ echo
 echo "(2) range reads of $((RANGE_LEN / 1024)) KiB at uniformly random offsets: $RANGE_READS per object (after $RANGE_WARMUP unrecorded),"
 echo "    big and small interleaved, the same offsets for both systems; per-read time measured server-side"
 echo "    around blob_get(key, offset, $RANGE_LEN) / baseline substr(b, offset + 1, $RANGE_LEN), key lookup included."
-echo "    Both gated. warm: a backend that has first mapped all of shared_buffers, like any long-lived one;"
-echo "    fresh: a new backend, whose first touch of each shared_buffers page takes a page fault."
+echo "    Gated: warm, a backend that has first mapped all of shared_buffers, like any long-lived one;"
+echo "    reported: fresh, a new backend, whose first touch of each shared_buffers page takes a page fault."
 bench -At -v big="$BIG_KEY" -v base_big="$BASE_BIG" <<'SQL'
 WITH s AS (
     SELECT tag, sys, blob, count(*) AS n,

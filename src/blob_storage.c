@@ -12,6 +12,7 @@
  */
 #include "postgres.h"
 
+#include "access/detoast.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -201,6 +202,41 @@ BlobWriteChunks(int64 version, int64 offset, const char *data, int64 len, int ch
 	MemoryContextDelete(chunk_cxt);
 }
 
+/*
+ * Bytes [start, start + len) of one stored chunk. A raw chunk is stored
+ * uncompressed and out of line (STORAGE EXTERNAL), so PostgreSQL can fetch
+ * just the TOAST pieces covering the slice; a zstd chunk is decoded whole.
+ * Either way the stored length is checked against raw_length first.
+ */
+static const char *
+BlobChunkSlice(int codec, Datum data, int32 raw_length, int64 start, int64 len)
+{
+	bytea	   *stored;
+	char	   *raw;
+
+	if (codec == BLOB_CODEC_RAW)
+	{
+		if (toast_raw_datum_size(data) - VARHDRSZ != (Size) raw_length)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("stored blob chunk is corrupt"),
+					 errdetail("A raw chunk holds %zu bytes, not %d.",
+							   toast_raw_datum_size(data) - VARHDRSZ, raw_length)));
+		stored = DatumGetByteaPSlice(data, start, len);
+		if (VARSIZE_ANY_EXHDR(stored) != len)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("stored blob chunk is corrupt"),
+					 errdetail("A slice of " INT64_FORMAT " bytes came back with %zu.",
+							   len, (Size) VARSIZE_ANY_EXHDR(stored))));
+		return VARDATA_ANY(stored);
+	}
+	stored = DatumGetByteaPP(data);
+	raw = palloc(Max(raw_length, 1));
+	BlobDecodeChunk(codec, VARDATA_ANY(stored), VARSIZE_ANY_EXHDR(stored), raw_length, raw);
+	return raw + start;
+}
+
 /* Delete every chunk of a version. Inside SPI. */
 void
 BlobDeleteVersion(int64 version)
@@ -215,7 +251,8 @@ BlobDeleteVersion(int64 version)
 /*
  * Copy bytes [offset, offset + len) of a version into dst (when not NULL) and
  * feed them to `hash` (when not NULL). Reads only the overlapping chunks,
- * through a cursor, one small batch at a time. A volatile caller passes
+ * and of a raw chunk only the overlapping bytes, through a cursor, one small
+ * batch at a time. A volatile caller passes
  * read_only = false so the cursor sees the chunks it just wrote. Inside SPI.
  */
 void
@@ -250,8 +287,8 @@ BlobReadRange(int64 version, int64 offset, int64 len, char *dst, pg_cryptohash_c
 			int32		raw_length;
 			int16		codec;
 			bool		isnull;
-			bytea	   *data;
-			char	   *raw;
+			Datum		data;
+			const char *bytes;
 			int64		from;
 			int64		to;
 
@@ -260,27 +297,23 @@ BlobReadRange(int64 version, int64 offset, int64 len, char *dst, pg_cryptohash_c
 													 SPI_tuptable->tupdesc, 2, &isnull));
 			codec = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[i],
 												SPI_tuptable->tupdesc, 3, &isnull));
-			data = DatumGetByteaPP(SPI_getbinval(SPI_tuptable->vals[i],
-												 SPI_tuptable->tupdesc, 4, &isnull));
+			data = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 4, &isnull);
 			if (chunk_offset != next && !(chunk_offset < next && chunk_offset + raw_length > next))
 				ereport(ERROR,
 						(errcode(ERRCODE_DATA_CORRUPTED),
 						 errmsg("stored blob chunks are not contiguous"),
 						 errdetail("Expected a chunk covering offset " INT64_FORMAT
 								   ", found one at " INT64_FORMAT ".", next, chunk_offset)));
-			raw = palloc(Max(raw_length, 1));
-			BlobDecodeChunk(codec, VARDATA_ANY(data), VARSIZE_ANY_EXHDR(data), raw_length, raw);
 			from = Max(offset, chunk_offset);
 			to = Min(end, chunk_offset + raw_length);
-			if (to > from)
-			{
-				if (dst != NULL)
-					memcpy(dst + (from - offset), raw + (from - chunk_offset), to - from);
-				if (hash != NULL &&
-					pg_cryptohash_update(hash, (uint8 *) raw + (from - chunk_offset), to - from) < 0)
-					elog(ERROR, "could not update a SHA-256 hash");
-				next = to;
-			}
+			if (to <= from)
+				continue;
+			bytes = BlobChunkSlice(codec, data, raw_length, from - chunk_offset, to - from);
+			if (dst != NULL)
+				memcpy(dst + (from - offset), bytes, to - from);
+			if (hash != NULL && pg_cryptohash_update(hash, (const uint8 *) bytes, to - from) < 0)
+				elog(ERROR, "could not update a SHA-256 hash");
+			next = to;
 			MemoryContextReset(batch_cxt);
 		}
 		MemoryContextSwitchTo(old);

@@ -56,13 +56,6 @@ SpSqlState(SpErrorCode code)
 	return MAKE_SQLSTATE(s[0], s[1], s[2], s[3], s[4]);
 }
 
-/* The contract's name for a code. */
-const char *
-SpCodeName(SpErrorCode code)
-{
-	return sp_errors[code].name;
-}
-
 /* errcode() for a contract code. */
 int
 errcode_sp(SpErrorCode code)

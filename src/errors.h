@@ -42,9 +42,6 @@ typedef enum SpErrorCode
 /* SQLSTATE of a contract code, for errcode(). */
 extern int	SpSqlState(SpErrorCode code);
 
-/* The contract's name for a code, e.g. "SANDBOX_SNAPSHOT_STALE_HEAD". */
-extern const char *SpCodeName(SpErrorCode code);
-
 /* errcode() for a contract code; use inside ereport(). */
 extern int	errcode_sp(SpErrorCode code);
 

@@ -122,7 +122,6 @@ extern int64 CheckIntJson(const SpJson *node, const char *field, int64 minval);
 extern const char *CheckRunStatusJson(const SpJson *node, const char *field);
 extern void CheckRunErrorJson(const SpJson *node, const char *field);
 extern void CheckObjectJson(const SpJson *node, const char *field);
-extern void CheckJsonAllowed(const SpJson *node, const char *field);
 extern void CheckRequiredJson(const SpJson *node, const char *field);
 extern void CheckArrayJson(const SpJson *node, const char *field);
 extern SpJson *CheckJsonArrayArg(FunctionCallInfo fcinfo, int argno, const char *name);

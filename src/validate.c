@@ -237,14 +237,6 @@ CheckObjectJson(const SpJson *node, const char *field)
 		CheckRaiseType(node, field, "an object");
 }
 
-/* Check that an optional-but-required-if-present value is not SQL-absent. */
-void
-CheckJsonAllowed(const SpJson *node, const char *field)
-{
-	if (node == NULL)
-		CheckRaiseNull(field);
-}
-
 /* Check that a required value is present and not JSON null (22004). */
 void
 CheckRequiredJson(const SpJson *node, const char *field)

@@ -82,7 +82,8 @@ SELECT
     (SELECT conv_bytes FROM bench.conv_appends WHERE k = :ncheckpoints) AS final_bytes,
     (SELECT count(*) FROM sandbox_persist.conversation_messages) AS messages,
     (SELECT sum(pg_column_size(body)) FROM sandbox_persist.conversation_messages) AS body_bytes,
-    (SELECT sum(pg_column_size(hash)) FROM sandbox_persist.conversation_messages) AS hash_bytes,
+    (SELECT sum(pg_column_size(hash) + pg_column_size(thread_id))
+       FROM sandbox_persist.conversation_messages) AS hash_bytes,
     (SELECT sum(pg_column_size(conversation)) FROM sandbox_persist.checkpoints
       WHERE thread_id = :'thread') AS id_array_bytes,
     (SELECT sum(conv_bytes) FROM bench.conv_appends) AS naive_bytes,

@@ -65,12 +65,16 @@ CREATE TABLE checkpoint_threads (
     head_id          text COLLATE "C"
 );
 
--- Each distinct conversation message, stored once and shared by every
--- checkpoint that carries it (keyed by the SHA-256 of its exact text).
+-- Each distinct conversation message of a thread, stored once and shared by
+-- every checkpoint that carries it (keyed by the SHA-256 of its exact text).
+-- Scoped by thread, so two threads never wait on each other's new messages
+-- and a thread's rows stay together when sharding by thread.
 CREATE TABLE conversation_messages (
     message_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    hash       bytea NOT NULL UNIQUE,
-    body       text NOT NULL
+    thread_id  text COLLATE "C" NOT NULL,
+    hash       bytea NOT NULL,
+    body       text NOT NULL,
+    UNIQUE (thread_id, hash)
 );
 
 CREATE TABLE checkpoints (

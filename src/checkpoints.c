@@ -10,8 +10,9 @@
  * serialise and the loser sees the new head. Reference counts are rows per
  * (checkpoint, distinct key), inserted and deleted with their checkpoint, so
  * threads that share blob keys never wait for each other. Conversation
- * messages are stored once each (conversation_messages) and inserted with
- * ON CONFLICT DO NOTHING, which takes no lock on an existing message. Blob
+ * messages are stored once per thread (conversation_messages) and inserted
+ * with ON CONFLICT DO NOTHING under the thread row's lock, so only appends of
+ * the same thread, already serialised, ever meet on a message. Blob
  * rows the new checkpoint references are key-share locked after the
  * checkpoint row (thread row, checkpoint rows, blob rows in key order).
  */
@@ -53,20 +54,20 @@ static SpQuery ckpt_exists = {
 };
 
 static SpQuery ckpt_store_messages = {
-	"INSERT INTO sandbox_persist.conversation_messages (hash, body)"
-	" SELECT DISTINCT ON (h) h, b FROM"
+	"INSERT INTO sandbox_persist.conversation_messages (thread_id, hash, body)"
+	" SELECT DISTINCT ON (h) $2, h, b FROM"
 	"  (SELECT pg_catalog.sha256(pg_catalog.convert_to(b, 'UTF8')) AS h, b"
 	"     FROM unnest($1::text[]) AS b) s"
-	" ON CONFLICT (hash) DO NOTHING",
-	1, {TEXTARRAYOID}
+	" ON CONFLICT (thread_id, hash) DO NOTHING",
+	2, {TEXTARRAYOID, TEXTOID}
 };
 
 static SpQuery ckpt_message_ids = {
 	"SELECT coalesce(array_agg(m.message_id ORDER BY t.ord), '{}')"
 	" FROM unnest($1::text[]) WITH ORDINALITY AS t(b, ord)"
 	" JOIN sandbox_persist.conversation_messages m"
-	"   ON m.hash = pg_catalog.sha256(pg_catalog.convert_to(t.b, 'UTF8'))",
-	1, {TEXTARRAYOID}
+	"   ON m.thread_id = $2 AND m.hash = pg_catalog.sha256(pg_catalog.convert_to(t.b, 'UTF8'))",
+	2, {TEXTARRAYOID, TEXTOID}
 };
 
 static SpQuery ckpt_insert = {
@@ -571,6 +572,7 @@ checkpoint_append(PG_FUNCTION_ARGS)
 	/* publish: messages once each, the checkpoint, its references, the head */
 	SpArgsInit(&args);
 	SpArgDatum(&args, conversation);
+	SpArgText(&args, thread_id);
 	SpExec(&ckpt_store_messages, &args, false, 0);
 	SpExec(&ckpt_message_ids, &args, false, 1);
 	message_ids = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);

@@ -4,37 +4,7 @@
 BEGIN;
 SELECT plan(134);
 SELECT sandbox_persist._reset_for_tests();
-
-------------------------------------------------------------------------------
--- Helpers (temporary, gone at ROLLBACK).
-------------------------------------------------------------------------------
-
--- Every row of the four chat-store tables, in a fixed order: two equal values
--- mean nothing was inserted, deleted or changed (seq and resolved_at included).
-CREATE FUNCTION pg_temp.state() RETURNS text LANGUAGE sql AS $$
-    SELECT concat_ws(E'\n',
-        'interrupts:' || (SELECT count(*) FROM sandbox_persist.interrupts),
-        (SELECT string_agg(i::text, E'\n' ORDER BY i.interrupt_id) FROM sandbox_persist.interrupts i),
-        'metadata:' || (SELECT count(*) FROM sandbox_persist.metadata),
-        (SELECT string_agg(m::text, E'\n' ORDER BY m.namespace, m.meta_key) FROM sandbox_persist.metadata m),
-        'generation_runs:' || (SELECT count(*) FROM sandbox_persist.generation_runs),
-        (SELECT string_agg(g::text, E'\n' ORDER BY g.run_id) FROM sandbox_persist.generation_runs g),
-        'artifacts:' || (SELECT count(*) FROM sandbox_persist.artifacts),
-        (SELECT string_agg(a::text, E'\n' ORDER BY a.artifact_id) FROM sandbox_persist.artifacts a))
-$$;
-
--- {sqlstate, message, detail} of the error a statement raises, or NULL.
-CREATE FUNCTION pg_temp.err(sql text) RETURNS text[] LANGUAGE plpgsql AS $$
-DECLARE
-    st text; msg text; det text;
-BEGIN
-    EXECUTE sql;
-    RETURN NULL;
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
-    RETURN ARRAY[st, msg, det];
-END
-$$;
+\ir lib/chat_store_helpers.psql
 
 -- A bad call: asserts the SQLSTATE (and, when given, a pattern the error
 -- message must match, e.g. the unknown key's name), then that nothing changed.

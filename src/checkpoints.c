@@ -681,17 +681,11 @@ Datum
 checkpoint_list(PG_FUNCTION_ARGS)
 {
 	char	   *thread_id = CkptCheckIdArg(fcinfo, 0, "thread_id");
-	MemoryContext outer = CurrentMemoryContext;
 	SpArgs		args;
-	Datum		result;
-	bool		isnull;
 
-	SPI_connect();
 	SpArgsInit(&args);
 	SpArgText(&args, thread_id);
-	result = SpRowsJson(&ckpt_select_thread, &args, true, CkptAppendRecord, false, outer, &isnull);
-	SPI_finish();
-	PG_RETURN_DATUM(result);
+	return SpReadJson(fcinfo, &ckpt_select_thread, &args, CkptAppendRecord, false);
 }
 
 /* checkpoint_get_head(thread_id text) -> text: the head id, or NULL. */
@@ -739,14 +733,8 @@ CkptAppendReference(StringInfo buf, int row)
 Datum
 checkpoint_list_blob_references(PG_FUNCTION_ARGS)
 {
-	MemoryContext outer = CurrentMemoryContext;
 	SpArgs		args;
-	Datum		result;
-	bool		isnull;
 
-	SPI_connect();
 	SpArgsInit(&args);
-	result = SpRowsJson(&ckpt_refs, &args, true, CkptAppendReference, false, outer, &isnull);
-	SPI_finish();
-	PG_RETURN_DATUM(result);
+	return SpReadJson(fcinfo, &ckpt_refs, &args, CkptAppendReference, false);
 }

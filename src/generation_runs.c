@@ -171,11 +171,8 @@ generation_run_create_or_resume(PG_FUNCTION_ARGS)
 	};
 	SpJson	   *in = CheckJsonObjectArg(fcinfo, 0, "input");
 	SpJson	   *f[lengthof(names)];
-	MemoryContext outer = CurrentMemoryContext;
 	char	   *run_id;
 	SpArgs		args;
-	Datum		result;
-	bool		isnull;
 
 	SpJsonMembers(in, names, lengthof(names), f, "a generation run createOrResume input",
 				  false, ERRCODE_INVALID_PARAMETER_VALUE, -1);
@@ -189,16 +186,8 @@ generation_run_create_or_resume(PG_FUNCTION_ARGS)
 	SpArgText(&args, f[6] == NULL ? "running" : CheckRunStatusJson(f[6], "status"));
 	SpArgInt64(&args, CheckIntJson(f[5], "startedAt", -SP_MAX_SAFE_INTEGER));
 
-	SPI_connect();
-	SpExec(&generation_run_insert, &args, false, 0);
-	/* A new statement sees the winner of a concurrent insert. */
-	SpArgsInit(&args);
-	SpArgText(&args, run_id);
-	result = SpRowsJson(&generation_run_select, &args, false, GenRunAppendRecord, true, outer, &isnull);
-	SPI_finish();
-	if (isnull)					/* deleted between the two statements */
-		PG_RETURN_NULL();
-	PG_RETURN_DATUM(result);
+	return SpCreateOrResume(fcinfo, &generation_run_insert, &args, &generation_run_select,
+							run_id, GenRunAppendRecord);
 }
 
 /*
@@ -233,47 +222,17 @@ generation_run_update(PG_FUNCTION_ARGS)
 	SpArgsInit(&args);
 	SpArgText(&args, run_id);
 	SpArgDatum(&args, Int32GetDatum(set_mask | clear_mask));
-	/* status: present-with-null is an error, never a clear */
-	if (f[0] != NULL && f[0]->kind == SPJ_NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("status cannot be cleared"),
-				 errdetail("A generation run always has a status; omit the key to leave it unchanged.")));
-	SpArgText(&args, f[0] ? CheckRunStatusJson(f[0], "status") : NULL);
-	/* finishedAt */
-	if (f[1] == NULL || f[1]->kind == SPJ_NULL)
-		SpArgNull(&args);
-	else
-		SpArgInt64(&args, CheckIntJson(f[1], "finishedAt", -SP_MAX_SAFE_INTEGER));
-	/* error: shape-checked, stored verbatim */
-	if (f[2] == NULL || f[2]->kind == SPJ_NULL)
-		SpArgNull(&args);
-	else
-	{
-		CheckRunErrorJson(f[2], "error");
-		SpArgTextLen(&args, f[2]->raw, f[2]->rawlen);
-	}
+	PatchArgStatus(&args, f[0], "generation run");
+	PatchArgInt(&args, f[1], "finishedAt", -SP_MAX_SAFE_INTEGER);
+	PatchArgJson(&args, f[2], "error", CheckRunErrorJson);
 	/* result: any JSON, and JSON null is a stored value (clear goes through `clear`) */
 	if (f[3] == NULL)
 		SpArgNull(&args);
 	else
 		SpArgTextLen(&args, f[3]->raw, f[3]->rawlen);
-	/* artifacts: an opaque array, replaced whole */
-	if (f[4] == NULL || f[4]->kind == SPJ_NULL)
-		SpArgNull(&args);
-	else
-	{
-		CheckArrayJson(f[4], "artifacts");
-		SpArgTextLen(&args, f[4]->raw, f[4]->rawlen);
-	}
-	/* usage: an opaque object, replaced whole, never summed */
-	if (f[5] == NULL || f[5]->kind == SPJ_NULL)
-		SpArgNull(&args);
-	else
-	{
-		CheckObjectJson(f[5], "usage");
-		SpArgTextLen(&args, f[5]->raw, f[5]->rawlen);
-	}
+	/* artifacts (an opaque array) and usage (never summed): replaced whole */
+	PatchArgJson(&args, f[4], "artifacts", CheckArrayJson);
+	PatchArgJson(&args, f[5], "usage", CheckObjectJson);
 
 	SPI_connect();
 	if ((set_mask | clear_mask) == 0)

@@ -155,13 +155,9 @@ Datum
 instance_gc_candidates(PG_FUNCTION_ARGS)
 {
 	int64		now = SpNowMs(fcinfo, 2);
-	MemoryContext outer = CurrentMemoryContext;
-	MemoryContext spi;
-	StringInfoData buf;
 	SpArgs		args;
 	int64		retention;
 	int64		max_rows;
-	int			n;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -176,23 +172,9 @@ instance_gc_candidates(PG_FUNCTION_ARGS)
 				 errmsg("%s must not be negative", retention < 0 ? "retention_ms" : "max_rows"),
 				 errdetail("A value of " INT64_FORMAT " was given.",
 						   retention < 0 ? retention : max_rows)));
-	SPI_connect();
 	SpArgsInit(&args);
 	SpArgInt64(&args, now - retention);
 	SpArgInt64(&args, now);
 	SpArgInt64(&args, max_rows);
-	n = SpExec(&instance_candidates, &args, true, 0);
-	spi = MemoryContextSwitchTo(outer);
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '[');
-	for (int i = 0; i < n; i++)
-	{
-		if (i > 0)
-			appendStringInfoChar(&buf, ',');
-		InstanceAppendRecord(&buf, i);
-	}
-	appendStringInfoChar(&buf, ']');
-	MemoryContextSwitchTo(spi);
-	SPI_finish();
-	PG_RETURN_DATUM(SpJsonResult(&buf));
+	return SpReadJson(fcinfo, &instance_candidates, &args, InstanceAppendRecord, false);
 }

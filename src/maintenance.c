@@ -31,14 +31,17 @@ PG_FUNCTION_INFO_V1(reaper_heartbeat);
 #define SP_CONTENT_KEY_PATTERN "'^sandbox-(files|artifacts)/sha256/[0-9a-f]{64}$'"
 #define SP_TERMINAL "('completed', 'failed', 'aborted')"
 
-/* A1: candidates are locked first; the delete re-checks in a fresh snapshot. */
+/*
+ * A1: candidates ($1 rows, cutoff $2) are locked first; the delete re-checks
+ * in a fresh snapshot.
+ */
 static SpQuery maint_blob_candidates = {
 	"WITH c AS (SELECT b.blob_key FROM sandbox_persist.blobs b"
-	"  WHERE b.relied_on_at IS NOT NULL AND b.relied_on_at < $1"
+	"  WHERE b.relied_on_at IS NOT NULL AND b.relied_on_at < $2"
 	"    AND b.blob_key ~ " SP_CONTENT_KEY_PATTERN
 	"    AND NOT EXISTS (SELECT 1 FROM sandbox_persist.checkpoint_blob_refs r WHERE r.blob_key = b.blob_key)"
 	"    AND NOT EXISTS (SELECT 1 FROM sandbox_persist.artifacts a WHERE a.blob_key = b.blob_key)"
-	"  ORDER BY b.relied_on_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
+	"  ORDER BY b.relied_on_at LIMIT $1 FOR UPDATE SKIP LOCKED)"
 	" SELECT coalesce(array_agg(blob_key), '{}') FROM c",
 	2, {INT8OID, INT8OID}
 };
@@ -209,40 +212,28 @@ MaintCutoffArgs(SpArgs *args, int64 cutoff, int64 max_rows)
 	return args;
 }
 
-/* A1: delete unreferenced content-addressed blobs past their grace period. */
+/*
+ * Lock up to max_rows candidates (SKIP LOCKED: never wait on the application),
+ * then delete, in a new statement with a fresh snapshot, those that still
+ * qualify. candidates takes ($1 max_rows, $2 cutoff) and returns an array;
+ * remove takes ($1 that array, $2 cutoff) and returns a count.
+ */
 static int64
-MaintBlobs(int64 now, int64 max_rows)
+MaintLockThenDelete(SpQuery *candidates, SpQuery *remove, int64 cutoff, int64 max_rows)
 {
 	SpArgs		args;
-	Datum		keys;
-	bool		isnull;
-	int64		cutoff = now - (int64) sp_blob_gc_grace_s * 1000;
-
-	SpExec(&maint_blob_candidates, MaintCutoffArgs(&args, cutoff, max_rows), false, 1);
-	keys = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	SpArgsInit(&args);
-	SpArgDatum(&args, keys);
-	SpArgInt64(&args, cutoff);
-	return MaintCount(&maint_blob_delete, &args);
-}
-
-/* A6: delete terminal runs past the retention: lock candidates, then re-check. */
-static int64
-MaintRuns(int64 cutoff, int64 max_rows)
-{
-	SpArgs		args;
-	Datum		ids;
+	Datum		picked;
 	bool		isnull;
 
 	SpArgsInit(&args);
 	SpArgInt64(&args, max_rows);
 	SpArgInt64(&args, cutoff);
-	SpExec(&maint_run_candidates, &args, false, 1);
-	ids = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	SpExec(candidates, &args, false, 1);
+	picked = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	SpArgsInit(&args);
-	SpArgDatum(&args, ids);
+	SpArgDatum(&args, picked);
 	SpArgInt64(&args, cutoff);
-	return MaintCount(&maint_run_delete, &args);
+	return MaintCount(remove, &args);
 }
 
 /* A4: close the open logs of terminal runs idle past the grace; wake their readers. */
@@ -333,7 +324,8 @@ maintain(PG_FUNCTION_ARGS)
 				 errdetail("A value of " INT64_FORMAT " was given.", max_rows)));
 
 	SPI_connect();
-	blobs = MaintBlobs(now, max_rows);
+	blobs = MaintLockThenDelete(&maint_blob_candidates, &maint_blob_delete,
+								now - (int64) sp_blob_gc_grace_s * 1000, max_rows);
 	uploads = MaintCount(&maint_uploads,
 						 MaintCutoffArgs(&args, now - (int64) sp_upload_expiry_s * 1000, max_rows));
 	locks = MaintCount(&maint_locks,
@@ -343,7 +335,8 @@ maintain(PG_FUNCTION_ARGS)
 		MaintCount(&maint_delete_logs,
 				   MaintCutoffArgs(&args, now - (int64) sp_event_log_retention_s * 1000, max_rows));
 	runs = sp_run_retention_s == 0 ? 0 :
-		MaintRuns(now - (int64) sp_run_retention_s * 1000, max_rows);
+		MaintLockThenDelete(&maint_run_candidates, &maint_run_delete,
+							now - (int64) sp_run_retention_s * 1000, max_rows);
 
 	/* A7: wake the application's reaper when detached runs exist */
 	SpArgsInit(&args);
@@ -420,17 +413,10 @@ MaintAppendAttention(StringInfo buf, int row)
 Datum
 attention_list(PG_FUNCTION_ARGS)
 {
-	MemoryContext outer = CurrentMemoryContext;
 	SpArgs		args;
-	Datum		result;
-	bool		isnull;
 
-	SPI_connect();
 	SpArgsInit(&args);
-	result = SpRowsJson(&maint_attention, &args, true, MaintAppendAttention, false, outer,
-						&isnull);
-	SPI_finish();
-	PG_RETURN_DATUM(result);
+	return SpReadJson(fcinfo, &maint_attention, &args, MaintAppendAttention, false);
 }
 
 /*

@@ -155,11 +155,8 @@ run_create_or_resume(PG_FUNCTION_ARGS)
 	static const char *const names[] = {"runId", "threadId", "startedAt", "status"};
 	SpJson	   *in = CheckJsonObjectArg(fcinfo, 0, "input");
 	SpJson	   *f[lengthof(names)];
-	MemoryContext outer = CurrentMemoryContext;
 	char	   *run_id;
 	SpArgs		args;
-	Datum		result;
-	bool		isnull;
 
 	SpJsonMembers(in, names, lengthof(names), f, "a run createOrResume input", false,
 				  ERRCODE_INVALID_PARAMETER_VALUE, -1);
@@ -171,16 +168,7 @@ run_create_or_resume(PG_FUNCTION_ARGS)
 	SpArgInt64(&args, CheckIntJson(f[2], "startedAt", -SP_MAX_SAFE_INTEGER));
 	SpArgInt64(&args, SpNowMs(fcinfo, -1));
 
-	SPI_connect();
-	SpExec(&run_insert, &args, false, 0);
-	/* A new statement sees the winner of a concurrent insert. */
-	SpArgsInit(&args);
-	SpArgText(&args, run_id);
-	result = SpRowsJson(&run_select, &args, false, RunAppendRecord, true, outer, &isnull);
-	SPI_finish();
-	if (isnull)					/* deleted between the two statements */
-		PG_RETURN_NULL();
-	PG_RETURN_DATUM(result);
+	return SpCreateOrResume(fcinfo, &run_insert, &args, &run_select, run_id, RunAppendRecord);
 }
 
 /*
@@ -213,38 +201,13 @@ run_update(PG_FUNCTION_ARGS)
 	SpArgsInit(&args);
 	SpArgText(&args, run_id);
 	SpArgDatum(&args, Int32GetDatum(mask));
-	/* status: present-with-null is an error, never a clear */
-	if (f[0] != NULL && f[0]->kind == SPJ_NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("status cannot be cleared"),
-				 errdetail("A run always has a status; omit the key to leave it unchanged.")));
-	SpArgText(&args, f[0] ? CheckRunStatusJson(f[0], "status") : NULL);
-	/* finishedAt */
-	if (f[1] == NULL || f[1]->kind == SPJ_NULL)
-		SpArgNull(&args);
-	else
-		SpArgInt64(&args, CheckIntJson(f[1], "finishedAt", -SP_MAX_SAFE_INTEGER));
-	/* error and usage: shape-checked, stored verbatim */
-	if (f[2] == NULL || f[2]->kind == SPJ_NULL)
-		SpArgNull(&args);
-	else
-	{
-		CheckRunErrorJson(f[2], "error");
-		SpArgTextLen(&args, f[2]->raw, f[2]->rawlen);
-	}
-	if (f[3] == NULL || f[3]->kind == SPJ_NULL)
-		SpArgNull(&args);
-	else
-	{
-		CheckObjectJson(f[3], "usage");
-		SpArgTextLen(&args, f[3]->raw, f[3]->rawlen);
-	}
+	PatchArgStatus(&args, f[0], "run");
+	PatchArgInt(&args, f[1], "finishedAt", -SP_MAX_SAFE_INTEGER);
+	/* error and usage: shape-checked, stored verbatim, replaced whole */
+	PatchArgJson(&args, f[2], "error", CheckRunErrorJson);
+	PatchArgJson(&args, f[3], "usage", CheckObjectJson);
 	SpArgText(&args, CheckOptStringJson(f[4], "sandboxKey"));
-	if (f[5] == NULL || f[5]->kind == SPJ_NULL)
-		SpArgNull(&args);
-	else
-		SpArgInt64(&args, CheckIntJson(f[5], "detachedSince", -SP_MAX_SAFE_INTEGER));
+	PatchArgInt(&args, f[5], "detachedSince", -SP_MAX_SAFE_INTEGER);
 	if (f[6] == NULL || f[6]->kind == SPJ_NULL)
 		SpArgNull(&args);
 	else if (f[6]->kind != SPJ_BOOL)
@@ -312,11 +275,8 @@ run_list_by_thread(PG_FUNCTION_ARGS)
 Datum
 run_list_reclaimable(PG_FUNCTION_ARGS)
 {
-	MemoryContext outer = CurrentMemoryContext;
 	int64		cutoff;
 	SpArgs		args;
-	Datum		result;
-	bool		isnull;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -329,10 +289,7 @@ run_list_reclaimable(PG_FUNCTION_ARGS)
 				 errmsg("caller_now_ms - ttl_ms is out of range"),
 				 errdetail("The cutoff " INT64_FORMAT " - " INT64_FORMAT " overflows bigint.",
 						   PG_GETARG_INT64(0), PG_GETARG_INT64(1))));
-	SPI_connect();
 	SpArgsInit(&args);
 	SpArgInt64(&args, cutoff);
-	result = SpRowsJson(&run_reclaimable, &args, true, RunAppendRecord, false, outer, &isnull);
-	SPI_finish();
-	PG_RETURN_DATUM(result);
+	return SpReadJson(fcinfo, &run_reclaimable, &args, RunAppendRecord, false);
 }

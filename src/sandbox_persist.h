@@ -122,6 +122,9 @@ extern int64 CheckIntJson(const SpJson *node, const char *field, int64 minval);
 extern const char *CheckRunStatusJson(const SpJson *node, const char *field);
 extern void CheckRunErrorJson(const SpJson *node, const char *field);
 extern void CheckObjectJson(const SpJson *node, const char *field);
+
+/* A shape check of an opaque JSON field (CheckObjectJson, CheckRunErrorJson, ...). */
+typedef void (*SpJsonCheck) (const SpJson *node, const char *field);
 extern void CheckRequiredJson(const SpJson *node, const char *field);
 extern void CheckArrayJson(const SpJson *node, const char *field);
 extern SpJson *CheckJsonArrayArg(FunctionCallInfo fcinfo, int argno, const char *name);
@@ -161,8 +164,18 @@ typedef void (*SpRowWriter) (StringInfo buf, int row);
 
 extern Datum SpRowsJson(SpQuery *q, SpArgs *args, bool read_only, SpRowWriter writer,
 						bool single, MemoryContext outer, bool *isnull);
+extern Datum SpReadJson(FunctionCallInfo fcinfo, SpQuery *q, SpArgs *args, SpRowWriter writer,
+						bool single);
 extern Datum SpLookupJson(FunctionCallInfo fcinfo, SpQuery *q, const char *argname,
 						  SpRowWriter writer, bool single);
+
+extern Datum SpCreateOrResume(FunctionCallInfo fcinfo, SpQuery *insert, SpArgs *insert_args,
+							  SpQuery *select, const char *id, SpRowWriter writer);
+
+/* patch helpers (validate.c) */
+extern void PatchArgStatus(SpArgs *args, const SpJson *node, const char *what);
+extern void PatchArgInt(SpArgs *args, const SpJson *node, const char *field, int64 minval);
+extern void PatchArgJson(SpArgs *args, const SpJson *node, const char *field, SpJsonCheck check);
 
 extern char *SpGetText(int row, int col);
 extern bool SpGetInt64(int row, int col, int64 *out);

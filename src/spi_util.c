@@ -237,6 +237,25 @@ SpRowsJson(SpQuery *q, SpArgs *args, bool read_only, SpRowWriter writer, bool si
 }
 
 /*
+ * A read-only statement in its own SPI session: the first row as a record
+ * (SQL NULL when there is none) when `single` is set, else an array of rows.
+ */
+Datum
+SpReadJson(FunctionCallInfo fcinfo, SpQuery *q, SpArgs *args, SpRowWriter writer, bool single)
+{
+	MemoryContext outer = CurrentMemoryContext;
+	Datum		result;
+	bool		isnull;
+
+	SPI_connect();
+	result = SpRowsJson(q, args, true, writer, single, outer, &isnull);
+	SPI_finish();
+	if (isnull)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(result);
+}
+
+/*
  * The common read method: argument 0 is an identifier named argname; return
  * the matching record (SQL NULL when none) or the array of matching records.
  */
@@ -245,15 +264,32 @@ SpLookupJson(FunctionCallInfo fcinfo, SpQuery *q, const char *argname, SpRowWrit
 			 bool single)
 {
 	char	   *id = CheckIdArg(fcinfo, 0, argname, SP_ID_MAX_BYTES);
+	SpArgs		args;
+
+	SpArgsInit(&args);
+	SpArgText(&args, id);
+	return SpReadJson(fcinfo, q, &args, writer, single);
+}
+
+/*
+ * The createOrResume pattern: insert-if-absent, then read the row in a new
+ * statement, which sees the winner of a concurrent insert; return the stored
+ * record, never the input (SQL NULL only if it was deleted in between).
+ */
+Datum
+SpCreateOrResume(FunctionCallInfo fcinfo, SpQuery *insert, SpArgs *insert_args, SpQuery *select,
+				 const char *id, SpRowWriter writer)
+{
 	MemoryContext outer = CurrentMemoryContext;
 	SpArgs		args;
 	Datum		result;
 	bool		isnull;
 
 	SPI_connect();
+	SpExec(insert, insert_args, false, 0);
 	SpArgsInit(&args);
 	SpArgText(&args, id);
-	result = SpRowsJson(q, &args, true, writer, single, outer, &isnull);
+	result = SpRowsJson(select, &args, false, writer, true, outer, &isnull);
 	SPI_finish();
 	if (isnull)
 		PG_RETURN_NULL();

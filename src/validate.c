@@ -282,3 +282,44 @@ CheckNumberJson(const SpJson *node, const char *field)
 						   node->rawlen, node->raw)));
 	return v;
 }
+
+/*
+ * Patch helpers: each appends one column value of a key-presence-aware patch
+ * to args. An absent key appends SQL NULL (the statement's presence mask
+ * leaves the column alone); JSON null appends SQL NULL too, which clears it.
+ */
+
+/* A patch's status: absent -> NULL; JSON null -> 22004 (a status is never cleared). */
+void
+PatchArgStatus(SpArgs *args, const SpJson *node, const char *what)
+{
+	if (node != NULL && node->kind == SPJ_NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("status cannot be cleared"),
+				 errdetail("A %s always has a status; omit the key to leave it unchanged.", what)));
+	SpArgText(args, node ? CheckRunStatusJson(node, "status") : NULL);
+}
+
+/* A patch's safe integer field. */
+void
+PatchArgInt(SpArgs *args, const SpJson *node, const char *field, int64 minval)
+{
+	if (node == NULL || node->kind == SPJ_NULL)
+		SpArgNull(args);
+	else
+		SpArgInt64(args, CheckIntJson(node, field, minval));
+}
+
+/* A patch's opaque JSON field: shape-checked by check, then stored verbatim. */
+void
+PatchArgJson(SpArgs *args, const SpJson *node, const char *field, SpJsonCheck check)
+{
+	if (node == NULL || node->kind == SPJ_NULL)
+		SpArgNull(args);
+	else
+	{
+		check(node, field);
+		SpArgTextLen(args, node->raw, node->rawlen);
+	}
+}

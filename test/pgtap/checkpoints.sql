@@ -26,33 +26,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION pg_temp.w(thread text DEFAULT 'thread-a') RETURNS json LANGUAGE plpgsql AS $$
-DECLARE
-    r json;
-BEGIN
-    SELECT writer INTO r FROM pg_temp.writers WHERE thread_id = thread;
-    IF r IS NULL THEN
-        r := sandbox_persist.checkpoint_acquire_writer(thread);
-        INSERT INTO pg_temp.writers VALUES (thread, r);
-    END IF;
-    RETURN r;
-END
-$$;
-
--- 'SQLSTATE CODE_NAME' of the error a statement raises (the code name is the
--- part of errdetail before the first colon), or 'no error'.
-CREATE FUNCTION pg_temp.sp(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    st text;
-    det text;
-BEGIN
-    EXECUTE stmt;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, det = PG_EXCEPTION_DETAIL;
-    RETURN st || ' ' || split_part(coalesce(det, ''), ':', 1);
-END
-$$;
+\ir lib/checkpoint_helpers.psql
 
 -- The SQLSTATE and code name of a contract error (sql-api.md §4.2).
 CREATE FUNCTION pg_temp.e(name text) RETURNS text LANGUAGE sql IMMUTABLE AS $$

@@ -21,35 +21,7 @@ CREATE FUNCTION pg_temp.row_of(id text) RETURNS text LANGUAGE sql AS $$
     SELECT r::text FROM sandbox_persist.runs r WHERE r.run_id = id
 $$;
 
--- 'SQLSTATE CODE_NAME' (the code name is errdetail up to ': ') of the error a
--- statement raises, or 'no error'. The attempt is always undone.
-CREATE FUNCTION pg_temp.sp(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    st text; det text;
-BEGIN
-    BEGIN
-        EXECUTE stmt;
-        RAISE EXCEPTION USING ERRCODE = 'ZZ999', MESSAGE = 'no error';
-    EXCEPTION WHEN OTHERS THEN
-        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, det = PG_EXCEPTION_DETAIL;
-    END;
-    IF st = 'ZZ999' THEN
-        RETURN 'no error';
-    END IF;
-    RETURN st || coalesce(' ' || substring(det FROM '^([A-Z0-9_]+): \S'), '');
-END
-$$;
-
--- A call that must fail: its code, then that nothing changed.
-CREATE FUNCTION pg_temp.rejects(stmt text, expected text, descr text)
-RETURNS SETOF text LANGUAGE plpgsql AS $$
-DECLARE
-    before text := pg_temp.state();
-BEGIN
-    RETURN NEXT is(pg_temp.sp(stmt), expected, descr || ' -> ' || expected);
-    RETURN NEXT is(pg_temp.state(), before, descr || ': unchanged');
-END
-$$;
+\ir lib/durable_helpers.psql
 
 ------------------------------------------------------------------------------
 -- K3: claiming a running or interrupted run bumps the epoch and returns it.

@@ -529,6 +529,10 @@ LANGUAGE sql STABLE AS $$
      WHERE e.appends_after_close > 0
 $$;
 
+-- The reaper TTL in milliseconds, for the overview view.
+CREATE FUNCTION _reaper_ttl_ms() RETURNS bigint
+    AS 'MODULE_PATHNAME', '_reaper_ttl_ms' LANGUAGE C STABLE;
+
 -- Register maintenance as a named pg_cron job in this database. SECURITY
 -- INVOKER: the job runs as the role that scheduled it. cron.schedule upserts
 -- by name, so calling this twice keeps one job.
@@ -571,8 +575,7 @@ $$;
 CREATE VIEW overview AS
 WITH now_ms AS (
     SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now,
-           (SELECT setting::bigint * 1000 FROM pg_settings
-             WHERE name = 'sandbox_persist.reaper_ttl') AS reaper_ttl
+           sandbox_persist._reaper_ttl_ms() AS reaper_ttl
 )
 SELECT
     (SELECT count(*) FROM runs WHERE status = 'running')                 AS runs_running,

@@ -27,6 +27,7 @@
 PG_FUNCTION_INFO_V1(maintain);
 PG_FUNCTION_INFO_V1(attention_list);
 PG_FUNCTION_INFO_V1(reaper_heartbeat);
+PG_FUNCTION_INFO_V1(_reaper_ttl_ms);
 
 #define SP_CONTENT_KEY_PATTERN "'^sandbox-(files|artifacts)/sha256/[0-9a-f]{64}$'"
 #define SP_TERMINAL "('completed', 'failed', 'aborted')"
@@ -440,4 +441,15 @@ reaper_heartbeat(PG_FUNCTION_ARGS)
 	SpExec(&maint_heartbeat, &args, false, 0);
 	SPI_finish();
 	PG_RETURN_VOID();
+}
+
+/*
+ * _reaper_ttl_ms() -> bigint: sandbox_persist.reaper_ttl in milliseconds, for
+ * the overview view. Calling it loads the module, so the value is parsed with
+ * its unit even in a session that has not used the extension yet.
+ */
+Datum
+_reaper_ttl_ms(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64((int64) sp_reaper_ttl_s * 1000);
 }

@@ -12,7 +12,7 @@
 -- (needs sandbox_persist.allow_test_reset and allow_client_clock on, and
 -- pg_cron installed in the database for M22).
 BEGIN;
-SELECT plan(158);
+SELECT plan(159);
 SELECT sandbox_persist._reset_for_tests();
 SET LOCAL sandbox_persist.allow_client_clock = on;
 
@@ -840,6 +840,11 @@ SELECT * FROM pg_temp.rejects($$SELECT sandbox_persist.schedule_maintenance('* *
     'M22.10 schedule_maintenance with max_rows -1');
 SELECT is((SELECT count(*) FROM cron.job WHERE jobname = 'sandbox_persist_maintenance'), 0::bigint,
     'M22.11 the refused call scheduled nothing');
+
+-- The overview reads the reaper TTL with its unit applied.
+SET LOCAL sandbox_persist.reaper_ttl = '10min';
+SELECT is(sandbox_persist._reaper_ttl_ms(), 600000::bigint,
+    'M15.20 the overview''s reaper TTL is the setting in milliseconds');
 
 -- maintain() bounds its own waits with lock_timeout; the caller's setting survives.
 SET LOCAL lock_timeout = '7s';

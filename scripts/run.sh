@@ -7,8 +7,9 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 
+bash scripts/setup.sh
 # shellcheck disable=SC1091
-. scripts/setup.sh
+. "${SANDBOX_PERSIST_STATE:-$ROOT/.cluster}/env"
 
 psql -X -q -v ON_ERROR_STOP=1 -f scripts/walkthrough.sql
 

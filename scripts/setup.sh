@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Shared set-up for make run and make test: install missing packages, build and
 # install the extension, start a throwaway cluster and create the extensions in
-# its database. Sourced, so the caller keeps PGHOST/PGPORT/PGUSER/PGDATABASE.
+# its database. Run it as a command, never sourced: a sourced script's `set -e`
+# is ignored when its caller writes `. setup.sh || exit`, and a failed build
+# would then go unnoticed. Callers source the cluster's env file afterwards.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
 bash scripts/deps.sh
-make -s
-make -s install >/dev/null
+# The system-wide install is shared by every checkout on the machine: build
+# and install under one lock so two checkouts never interleave their copies.
+flock /tmp/sandbox_persist.install.lock sh -c 'make -s && make -s install >/dev/null'
 bash scripts/cluster.sh start
 # shellcheck disable=SC1091
 . "${SANDBOX_PERSIST_STATE:-$ROOT/.cluster}/env"

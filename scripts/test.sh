@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# make test: set up a throwaway cluster, then run pg_regress, the isolation
-# specs and the pgTAP suites. Exits non-zero on any failure; the cluster is
-# stopped on the way out either way.
+# make test: set up a throwaway cluster, then run every suite: pg_regress and
+# the isolation specs, the pgTAP suites, the Node adapter, the dump/restore
+# round trip, the fuzzer and the torture run (short modes), and the check that
+# a broken build fails this very script. Each suite prints one "summary:" line
+# with its figures; they are repeated at the end, followed by one closing
+# "N passed, N failed" line. Exits non-zero when any step fails, set-up
+# included; the cluster is stopped on the way out either way.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 
-# shellcheck disable=SC1091
-. scripts/setup.sh || exit 1
+bash scripts/setup.sh || { echo "set-up failed: no suite was run" >&2; exit 1; }
 trap 'bash "$ROOT/scripts/cluster.sh" stop' EXIT
+# shellcheck disable=SC1091
+. "${SANDBOX_PERSIST_STATE:-$ROOT/.cluster}/env"
 
 # The suites inject a clock and reset state between cases; both settings are
 # superuser-only and off by default in production.
@@ -16,27 +21,68 @@ psql -X -q -v ON_ERROR_STOP=1 \
     -c "ALTER DATABASE $PGDATABASE SET sandbox_persist.allow_client_clock = on" \
     -c "ALTER DATABASE $PGDATABASE SET sandbox_persist.allow_test_reset = on" || exit 1
 
-status=0
+log=$(mktemp)
+trap 'rm -f "$log"; bash "$ROOT/scripts/cluster.sh" stop' EXIT
+passed=0
+failed=0
 
-echo "== pg_regress and isolation specs"
-if ! make -s installcheck; then
-    status=1
-    for f in regression.diffs output_iso/regression.diffs; do
-        [ -f "$f" ] && cat "$f"
-    done
-fi
-
-echo "== pgTAP suites"
-# Sorted, so zz_* (the pg_cron run, which waits for the scheduler) comes last.
-if ! pg_prove -f -d "$PGDATABASE" $(ls test/pgtap/*.sql | LC_ALL=C sort); then
-    status=1
-fi
-
-if [ -f clients/node/test.sh ]; then
-    echo "== Node adapter (clients/node)"
-    if ! bash clients/node/test.sh; then
-        status=1
+# run_suite NAME COMMAND...: run one suite, keep its output for the summary.
+run_suite() {
+    local name=$1
+    shift
+    echo "== $name"
+    if "$@" 2>&1 | tee -a "$log"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        echo "summary: $name: FAILED" | tee -a "$log"
     fi
-fi
+}
 
-exit $status
+regress() {
+    local out status=0
+    out=$(mktemp)
+    make -s installcheck >"$out" 2>&1 || status=$?
+    cat "$out"
+    if [ $status -ne 0 ]; then
+        for f in regression.diffs output_iso/regression.diffs; do
+            [ -f "$f" ] && cat "$f"
+        done
+    fi
+    echo "summary: pg_regress + isolation: $(grep -Ec '^(ok|not ok) ' "$out") tests," \
+        "$(grep -c '^not ok ' "$out") failed"
+    rm -f "$out"
+    return $status
+}
+
+pgtap() {
+    local out status=0
+    out=$(mktemp)
+    # Sorted, so zz_* (the pg_cron run, which waits for the scheduler) comes last.
+    pg_prove -f -d "$PGDATABASE" $(ls test/pgtap/*.sql | LC_ALL=C sort) >"$out" 2>&1 || status=$?
+    cat "$out"
+    echo "summary: pgTAP: $(grep -E '^Files=' "$out" | sed 's/,  *[0-9]* wallclock.*//')," \
+        "result $(grep -E '^Result:' "$out" | awk '{print $2}')"
+    rm -f "$out"
+    return $status
+}
+
+node_suite() {
+    local status=0
+    bash clients/node/test.sh || status=$?
+    return $status
+}
+
+run_suite "pg_regress and isolation specs" regress
+run_suite "pgTAP suites" pgtap
+[ -f clients/node/test.sh ] && run_suite "Node adapter (clients/node)" node_suite
+[ -f test/backup/run.sh ] && run_suite "dump and restore" bash test/backup/run.sh
+[ -f test/fuzz/run.sh ] && run_suite "fuzz (short)" bash test/fuzz/run.sh --short
+[ -f test/torture/run.sh ] && run_suite "torture (short)" bash test/torture/run.sh --short
+run_suite "a broken build fails make test" bash test/scripts/broken_build.sh
+
+echo
+echo "== summaries"
+grep -E '^(summary: |vitest: )' "$log"
+echo "suites: $passed passed, $failed failed"
+[ $failed -eq 0 ]

@@ -189,12 +189,14 @@ CkptInputArg(FunctionCallInfo fcinfo, int argno, const char *name)
 
 /*
  * Member lookup that ignores unknown keys: identifiers are checked before
- * entries, so an unknown key is reported only later, by CkptMembers.
+ * entries, so an unknown key is reported only later, by CkptMembers. A
+ * repeated key is INVALID_ENTRY at once: no later check could make it valid.
  */
 void
 CkptLookup(const SpJson *obj, const char *const *names, int nnames, SpJson **out)
 {
-	SpJsonMembers(obj, names, nnames, out, "checkpoint input", true, 0, -1);
+	SpJsonMembers(obj, names, nnames, out, "checkpoint input", true, 0,
+				  SP_SNAPSHOT_INVALID_ENTRY);
 }
 
 /* Strict member lookup for checkpoint input: unknown keys are INVALID_ENTRY. */
@@ -214,7 +216,7 @@ CkptReadWriterThread(const SpJson *writer)
 
 	if (writer == NULL || writer->kind != SPJ_OBJECT)
 		CkptInvalidId("writer.threadId", "is missing: writer must be an object");
-	SpJsonMembers(writer, names, 1, m, "writer", true, 0, -1);
+	SpJsonMembers(writer, names, 1, m, "writer", true, 0, SP_SNAPSHOT_INVALID_ENTRY);
 	return CkptCheckId(m[0], "writer.threadId");
 }
 
@@ -229,7 +231,7 @@ CkptReadWriterLease(const SpJson *writer, CkptWriter *out)
 	SpJson	   *m[2];
 	int			len;
 
-	SpJsonMembers(writer, names, 2, m, "writer", true, 0, -1);
+	SpJsonMembers(writer, names, 2, m, "writer", true, 0, SP_SNAPSHOT_INVALID_ENTRY);
 	out->owner_token = NULL;
 	if (m[0] != NULL && m[0]->kind == SPJ_STRING &&
 		SpJsonDecodeString(m[0]->raw, m[0]->rawlen, &out->owner_token, &len) != SPS_OK)

@@ -472,6 +472,15 @@ SpJsonMembers(const SpJson *obj, const char *const *names, int nnames,
 			  SpJson **out, const char *what, bool ignore_unknown,
 			  int unknown_errcode, int sp_code)
 {
+	/*
+	 * Checked on every call, not only when a bad key turns up: a caller that
+	 * names no error code would otherwise raise SQLSTATE 00000, and only on
+	 * the rare input that reaches the error branch.
+	 */
+	if (unknown_errcode == 0 && sp_code < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("member lookup for %s has no error code", what)));
 	for (int j = 0; j < nnames; j++)
 		out[j] = NULL;
 	for (int i = 0; i < obj->count; i++)

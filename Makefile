@@ -1,6 +1,7 @@
 # sandbox_persist: PGXS build, plus the two commands a newcomer needs:
 #   make run    build, install, start a throwaway cluster, walk through every store
-#   make test   the same set-up, then pg_regress, isolation specs and pgTAP suites
+#   make test   the same set-up, then every suite (short modes of torture and fuzz)
+#   make torture  the long reliability runs: crash cycles, 10^5 fuzz inputs, valgrind
 
 EXTENSION   = sandbox_persist
 MODULE_big  = sandbox_persist
@@ -53,7 +54,7 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-.PHONY: deps run stop test
+.PHONY: deps run stop test torture
 deps:
 	bash scripts/deps.sh
 run:
@@ -62,3 +63,5 @@ stop:
 	bash scripts/cluster.sh stop
 test:
 	bash scripts/test.sh
+torture:
+	bash scripts/torture.sh

@@ -14,6 +14,7 @@ bash scripts/setup.sh || { echo "set-up failed: no suite was run" >&2; exit 1; }
 trap 'bash "$ROOT/scripts/cluster.sh" stop' EXIT
 # shellcheck disable=SC1091
 . "${SANDBOX_PERSIST_STATE:-$ROOT/.cluster}/env"
+export SP_CLUSTER_DIR
 
 # The suites inject a clock and reset state between cases; both settings are
 # superuser-only and off by default in production.
@@ -21,23 +22,8 @@ psql -X -q -v ON_ERROR_STOP=1 \
     -c "ALTER DATABASE $PGDATABASE SET sandbox_persist.allow_client_clock = on" \
     -c "ALTER DATABASE $PGDATABASE SET sandbox_persist.allow_test_reset = on" || exit 1
 
-log=$(mktemp)
-trap 'rm -f "$log"; bash "$ROOT/scripts/cluster.sh" stop' EXIT
-passed=0
-failed=0
-
-# run_suite NAME COMMAND...: run one suite, keep its output for the summary.
-run_suite() {
-    local name=$1
-    shift
-    echo "== $name"
-    if "$@" 2>&1 | tee -a "$log"; then
-        passed=$((passed + 1))
-    else
-        failed=$((failed + 1))
-        echo "summary: $name: FAILED" | tee -a "$log"
-    fi
-}
+# shellcheck disable=SC1091
+. scripts/suites.sh
 
 regress() {
     local out status=0
@@ -49,8 +35,9 @@ regress() {
             [ -f "$f" ] && cat "$f"
         done
     fi
-    echo "summary: pg_regress + isolation: $(grep -Ec '^(ok|not ok) ' "$out") tests," \
-        "$(grep -c '^not ok ' "$out") failed"
+    # PostgreSQL 15 prints "test NAME ... ok", 16 and later "ok N - NAME".
+    echo "summary: pg_regress + isolation: $(grep -Ec '^test .* \.\.\. |^(not )?ok [0-9]+ ' "$out") tests," \
+        "$(grep -Eic '^test .* \.\.\. +failed|^not ok [0-9]+ ' "$out") failed"
     rm -f "$out"
     return $status
 }
@@ -67,22 +54,12 @@ pgtap() {
     return $status
 }
 
-node_suite() {
-    local status=0
-    bash clients/node/test.sh || status=$?
-    return $status
-}
-
 run_suite "pg_regress and isolation specs" regress
 run_suite "pgTAP suites" pgtap
-[ -f clients/node/test.sh ] && run_suite "Node adapter (clients/node)" node_suite
+run_suite "Node adapter (clients/node)" bash clients/node/test.sh
 [ -f test/backup/run.sh ] && run_suite "dump and restore" bash test/backup/run.sh
 [ -f test/fuzz/run.sh ] && run_suite "fuzz (short)" bash test/fuzz/run.sh --short
 [ -f test/torture/run.sh ] && run_suite "torture (short)" bash test/torture/run.sh --short
 run_suite "a broken build fails make test" bash test/scripts/broken_build.sh
 
-echo
-echo "== summaries"
-grep -E '^(summary: |vitest: )' "$log"
-echo "suites: $passed passed, $failed failed"
-[ $failed -eq 0 ]
+suites_close

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# make torture: the long modes of the reliability suites, run by hand (not in
+# CI): the torture load with kill -9 crash cycles, the fuzzer with at least
+# 10^5 inputs, and the C paths under valgrind in a cluster of its own. Each
+# prints one "summary:" line; they are repeated at the end with one closing
+# "N passed, N failed" line. Exits non-zero when any suite fails.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+
+bash scripts/setup.sh || { echo "set-up failed: no suite was run" >&2; exit 1; }
+trap 'bash "$ROOT/scripts/cluster.sh" stop' EXIT
+# shellcheck disable=SC1091
+. "${SANDBOX_PERSIST_STATE:-$ROOT/.cluster}/env"
+export SP_CLUSTER_DIR
+
+# shellcheck disable=SC1091
+. scripts/suites.sh
+
+run_suite "torture (long, with crash cycles)" bash test/torture/run.sh --long
+run_suite "fuzz (long)" bash test/fuzz/run.sh --long
+run_suite "valgrind" bash test/valgrind/run.sh
+
+suites_close

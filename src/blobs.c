@@ -37,7 +37,7 @@ static SpQuery blob_new_version = {
 
 static SpQuery blob_head_touch = {
 	"UPDATE sandbox_persist.blobs SET relied_on_at = $2"
-	" WHERE blob_key = $1 AND (relied_on_at IS NULL OR relied_on_at < $2 - $3)",
+	" WHERE blob_key = $1 AND (relied_on_at IS NULL OR relied_on_at < $3)",
 	3, {TEXTOID, INT8OID, INT8OID}
 };
 
@@ -244,7 +244,8 @@ blob_head(PG_FUNCTION_ARGS)
 		SpArgsInit(&args);
 		SpArgText(&args, key);
 		SpArgInt64(&args, now);
-		SpArgInt64(&args, (int64) sp_blob_gc_grace_s * 1000 / 4);
+		/* refresh at most once per quarter of the grace: $3 is the cutoff */
+		SpArgInt64(&args, SpTimeBefore(now, (int64) sp_blob_gc_grace_s * 1000 / 4));
 		SpExec(&blob_head_touch, &args, false, 0);
 	}
 	SpArgsInit(&args);

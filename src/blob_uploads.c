@@ -9,7 +9,8 @@
  * upload's own version, which no blobs row points at until commit, so staged
  * bytes are invisible to every reader. Bytes that do not yet fill a chunk
  * wait in the upload row's tail. Memory per call is bounded by the piece and
- * one chunk, never by the object's size.
+ * one chunk, never by the object's size; a piece is at most
+ * BLOB_PIECE_MAX_BYTES (54000 beyond), so tail + piece always fits one buffer.
  *
  * Locking: every call locks the upload row FOR UPDATE, so appends to one
  * upload serialise and an offset check cannot race; commit then takes the
@@ -19,6 +20,7 @@
 
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 
 #include "blobs.h"
 
@@ -26,6 +28,10 @@ PG_FUNCTION_INFO_V1(blob_upload_begin);
 PG_FUNCTION_INFO_V1(blob_upload_append);
 PG_FUNCTION_INFO_V1(blob_upload_commit);
 PG_FUNCTION_INFO_V1(blob_upload_abort);
+
+/* The tail (shorter than a chunk) plus the largest piece fit one allocation. */
+StaticAssertDecl((Size) BLOB_CHUNK_SIZE_MAX + BLOB_PIECE_MAX_BYTES < MaxAllocSize,
+				 "BLOB_PIECE_MAX_BYTES too large for one append buffer");
 
 static SpQuery upload_insert = {
 	"INSERT INTO sandbox_persist.blob_uploads (upload_id, blob_key, version, content_type,"
@@ -195,6 +201,16 @@ blob_upload_append(PG_FUNCTION_ARGS)
 				 errdetail("The value is required.")));
 	at_offset = PG_GETARG_INT64(1);
 	piece = PG_GETARG_BYTEA_PP(2);
+	piece_len = VARSIZE_ANY_EXHDR(piece);
+	/* tail + piece must fit one allocation; refuse before anything is read or staged */
+	if (piece_len > BLOB_PIECE_MAX_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("blob upload piece is larger than the maximum of %d bytes",
+						BLOB_PIECE_MAX_BYTES),
+				 errdetail("A piece of %d bytes was sent; nothing was staged.", piece_len),
+				 errhint("Send the body as several pieces of at most %d bytes each.",
+						 BLOB_PIECE_MAX_BYTES)));
 	now = SpNowMs(fcinfo, 3);
 
 	SPI_connect();
@@ -205,7 +221,6 @@ blob_upload_append(PG_FUNCTION_ARGS)
 				 "Upload \"%s\" has received " INT64_FORMAT " bytes; a piece at offset "
 				 INT64_FORMAT " cannot be appended.", upload_id, up.received, at_offset);
 	tail_len = VARSIZE_ANY_EXHDR(up.tail);
-	piece_len = VARSIZE_ANY_EXHDR(piece);
 	total = (int64) tail_len + piece_len;
 	buf = palloc(Max(total, 1));
 	memcpy(buf, VARDATA_ANY(up.tail), tail_len);

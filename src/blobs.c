@@ -16,6 +16,7 @@
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 
 #include "blobs.h"
 
@@ -37,7 +38,7 @@ static SpQuery blob_new_version = {
 
 static SpQuery blob_head_touch = {
 	"UPDATE sandbox_persist.blobs SET relied_on_at = $2"
-	" WHERE blob_key = $1 AND (relied_on_at IS NULL OR relied_on_at < $2 - $3)",
+	" WHERE blob_key = $1 AND (relied_on_at IS NULL OR relied_on_at < $3)",
 	3, {TEXTOID, INT8OID, INT8OID}
 };
 
@@ -132,6 +133,26 @@ BlobRangeError(const char *detail)
 			 errdetail("%s", detail)));
 }
 
+/* Bytes of a DataRow message beyond its two column values. */
+#define BLOB_ROW_OVERHEAD 64
+
+StaticAssertDecl((Size) BLOB_MAX_READ_LIMIT * 2 + 2 + BLOB_ROW_OVERHEAD < MaxAllocSize,
+				 "BLOB_MAX_READ_LIMIT too large for the bytea text of one row");
+
+/* Raise 54000 for a read of served bytes above limit, pointing at ranged reads. */
+static void
+BlobReadTooLarge(int64 served, int64 limit)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("blob read is too large"),
+			 errdetail("Reading " INT64_FORMAT " bytes exceeds the limit of " INT64_FORMAT
+					   " bytes (sandbox_persist.blob_max_read is %d bytes).",
+					   served, limit, sp_blob_max_read),
+			 errhint("Read the object in ranges: blob_get(blob_key, range_offset, range_length)"
+					 " with range_length at most " INT64_FORMAT ".", limit)));
+}
+
 /*
  * blob_get(blob_key text, range_offset bigint, range_length bigint) ->
  * TABLE(record json, body bytea): the whole object, or exactly the requested
@@ -190,15 +211,13 @@ blob_get(PG_FUNCTION_ARGS)
 				served = size - offset;
 		}
 		if (served > sp_blob_max_read)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("blob read is too large"),
-					 errdetail("Reading " INT64_FORMAT " bytes exceeds sandbox_persist.blob_max_read (%d bytes).",
-							   served, sp_blob_max_read),
-					 errhint("Read the object in ranges.")));
+			BlobReadTooLarge(served, sp_blob_max_read);
 		spi = MemoryContextSwitchTo(outer);
 		initStringInfo(&buf);
 		BlobAppendRecord(&buf, 0, 2);
+		/* the row (record text + bytea hex text) must fit one message */
+		if ((Size) served * 2 + 2 + buf.len + BLOB_ROW_OVERHEAD >= MaxAllocSize)
+			BlobReadTooLarge(served, (MaxAllocSize - BLOB_ROW_OVERHEAD - buf.len - 2) / 2);
 		if (ranged)
 		{
 			/* splice "range" in before the closing brace */
@@ -244,7 +263,8 @@ blob_head(PG_FUNCTION_ARGS)
 		SpArgsInit(&args);
 		SpArgText(&args, key);
 		SpArgInt64(&args, now);
-		SpArgInt64(&args, (int64) sp_blob_gc_grace_s * 1000 / 4);
+		/* refresh at most once per quarter of the grace: $3 is the cutoff */
+		SpArgInt64(&args, SpTimeBefore(now, (int64) sp_blob_gc_grace_s * 1000 / 4));
 		SpExec(&blob_head_touch, &args, false, 0);
 	}
 	SpArgsInit(&args);

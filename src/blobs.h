@@ -20,6 +20,25 @@
 #define BLOB_CODEC_ZSTD 1
 #define BLOB_SHA256_HEX_LEN 64
 
+/* Largest value of sandbox_persist.blob_chunk_size (a chunk, and an upload's tail). */
+#define BLOB_CHUNK_SIZE_MAX (16 * 1024 * 1024)
+
+/*
+ * Largest piece one blob_upload_append accepts: 256 MiB. An append joins the
+ * upload's tail (shorter than one chunk) and the piece in one buffer, which
+ * must stay below MaxAllocSize (1 GiB - 1); with this limit it is at most
+ * 272 MiB whatever the chunk size. Larger bodies are sent as more pieces.
+ */
+#define BLOB_PIECE_MAX_BYTES (256 * 1024 * 1024)
+
+/*
+ * Largest value of sandbox_persist.blob_max_read: 511 MiB (535822336 bytes).
+ * A whole read of N bytes is sent as bytea hex text of 2N + 2 bytes inside
+ * one DataRow message, and both must stay below MaxAllocSize (1073741823):
+ * N <= 536870907 at most; 511 MiB leaves 2 MiB for the row's BlobRecord.
+ */
+#define BLOB_MAX_READ_LIMIT (511 * 1024 * 1024)
+
 /* settings (sandbox_persist.c) */
 extern int	sp_blob_chunk_size;
 extern int	sp_zstd_level;

@@ -549,8 +549,9 @@ checkpoint_append(PG_FUNCTION_ARGS)
 	CkptReadWriterLease(top[2], &writer);
 
 	SPI_connect();
-	/* 4. the lease (the thread row is this thread's lock point) */
+	/* 4. the lease (the thread row is this thread's lock point), judged by the clock read after the wait */
 	CkptLockThread(thread_id, &thread);
+	now = SpNowMs(fcinfo, 2);
 	CkptRequireLease(&thread, &writer, thread_id, now);
 
 	/* 5. checkpoint ids are unique across every thread */
@@ -640,6 +641,8 @@ checkpoint_delete_head(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	CkptLockThread(thread_id, &thread);
+	/* judge the lease by the clock after the (possibly long) wait for the row */
+	now = SpNowMs(fcinfo, 1);
 	CkptRequireLease(&thread, &writer, thread_id, now);
 	if (!CkptSameId(thread.head_id, checkpoint_id))
 		sp_error(SP_SNAPSHOT_NOT_HEAD,

@@ -160,6 +160,8 @@ checkpoint_fork_from_checkpoint(PG_FUNCTION_ARGS)
 				 ("checkpoint writer lease lost"),
 				 "The writer belongs to thread \"%s\", not the destination \"%s\".",
 				 writer_thread, dest_thread);
+	/* judge the lease by the clock after the waits for the rows locked above */
+	now = SpNowMs(fcinfo, 1);
 	CkptRequireLease(&thread, &writer, dest_thread, now);
 
 	/* 8. the destination must have no persisted state, the id no owner */

@@ -173,7 +173,7 @@ instance_gc_candidates(PG_FUNCTION_ARGS)
 				 errdetail("A value of " INT64_FORMAT " was given.",
 						   retention < 0 ? retention : max_rows)));
 	SpArgsInit(&args);
-	SpArgInt64(&args, now - retention);
+	SpArgInt64(&args, SpTimeBefore(now, retention));
 	SpArgInt64(&args, now);
 	SpArgInt64(&args, max_rows);
 	return SpReadJson(fcinfo, &instance_candidates, &args, InstanceAppendRecord, false);

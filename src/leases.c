@@ -144,6 +144,9 @@ checkpoint_renew_writer(PG_FUNCTION_ARGS)
 	CkptReadWriterLease(writer_json, &writer);
 	SPI_connect();
 	CkptLockThread(thread_id, &thread);
+	/* judge the lease by the clock after the (possibly long) wait for the row */
+	now = SpNowMs(fcinfo, 2);
+	expires = LeaseExpiry(now, lease_ms);
 	CkptRequireLease(&thread, &writer, thread_id, now);
 	SpArgsInit(&args);
 	SpArgText(&args, thread_id);

@@ -50,13 +50,19 @@ static SpQuery lock_extend = {
 	4, {TEXTOID, TEXTOID, INT8OID, INT8OID}
 };
 
-/* Renew every (key, token) pair still held; report each key's outcome in input order. */
+/*
+ * Renew every (key, token) pair still held; report each entry's outcome in
+ * input order. An entry counts as renewed only when its own key AND token
+ * matched the renewed row, so a wrong-token entry stays lost even when the
+ * same key also appears with the right token.
+ */
 static SpQuery lock_extend_many = {
 	"WITH req AS (SELECT k, t, ord FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(k, t, ord)),"
 	" upd AS (UPDATE sandbox_persist.locks l SET expires_at = $4 FROM req"
 	"         WHERE l.lock_key = req.k AND l.owner_token::text = req.t AND l.expires_at > $3"
-	"         RETURNING l.lock_key)"
-	" SELECT req.k, upd.lock_key IS NOT NULL FROM req LEFT JOIN upd ON upd.lock_key = req.k"
+	"         RETURNING l.lock_key, l.owner_token::text AS owner_token)"
+	" SELECT req.k, upd.lock_key IS NOT NULL FROM req"
+	" LEFT JOIN upd ON upd.lock_key = req.k AND upd.owner_token = req.t"
 	" ORDER BY req.ord",
 	4, {TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID}
 };

@@ -129,9 +129,12 @@ static SpQuery maint_run_delete = {
 	2, {TEXTARRAYOID, INT8OID}
 };
 
-/* A7: $2 = reaper_ttl in ms (0 = unknown, so nothing is "due"). */
+/*
+ * A7: $1 = the due cutoff (now - reaper_ttl, saturated), $2 = reaper_ttl in
+ * ms (0 = unknown, so nothing is "due").
+ */
 static SpQuery maint_detached = {
-	"SELECT count(*), count(*) FILTER (WHERE $2 > 0 AND detached_since <= $1 - $2)"
+	"SELECT count(*), count(*) FILTER (WHERE $2 > 0 AND detached_since <= $1)"
 	" FROM sandbox_persist.runs WHERE status = 'running' AND detached_since IS NOT NULL",
 	2, {INT8OID, INT8OID}
 };
@@ -244,7 +247,8 @@ MaintCloseLogs(int64 now, int64 max_rows)
 	SpArgs		args;
 	int			n;
 
-	MaintCutoffArgs(&args, now - (int64) sp_event_log_close_grace_s * 1000, max_rows);
+	MaintCutoffArgs(&args, SpTimeBefore(now, (int64) sp_event_log_close_grace_s * 1000),
+					max_rows);
 	SpArgInt64(&args, now);
 	n = SpExec(&maint_close_logs, &args, false, 0);
 	for (int i = 0; i < n; i++)
@@ -259,12 +263,19 @@ MaintCloseLogs(int64 now, int64 max_rows)
 	return n;
 }
 
-/* The watchdog parameters: now, the settings in milliseconds, the row bound. */
+/*
+ * The watchdog parameters: now, the settings in milliseconds, the row bound.
+ * _watchdog_items subtracts at most reaper_ttl + 2 * sweep_interval (each
+ * below 2^42 ms) from now in SQL, so now is raised to at least
+ * SP_WATCHDOG_CLOCK_MIN: a clock that far in the past finds nothing either way.
+ */
+#define SP_WATCHDOG_CLOCK_MIN (PG_INT64_MIN / 2)
+
 static void
 MaintWatchdogArgs(SpArgs *args, int64 now, int64 max_rows)
 {
 	SpArgsInit(args);
-	SpArgInt64(args, now);
+	SpArgInt64(args, Max(now, SP_WATCHDOG_CLOCK_MIN));
 	SpArgInt64(args, (int64) sp_reaper_ttl_s * 1000);
 	SpArgInt64(args, (int64) sp_reaper_sweep_interval_s * 1000);
 	SpArgInt64(args, (int64) sp_watchdog_idle_s * 1000);
@@ -326,22 +337,25 @@ maintain(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	blobs = MaintLockThenDelete(&maint_blob_candidates, &maint_blob_delete,
-								now - (int64) sp_blob_gc_grace_s * 1000, max_rows);
+								SpTimeBefore(now, (int64) sp_blob_gc_grace_s * 1000), max_rows);
 	uploads = MaintCount(&maint_uploads,
-						 MaintCutoffArgs(&args, now - (int64) sp_upload_expiry_s * 1000, max_rows));
+						 MaintCutoffArgs(&args, SpTimeBefore(now, (int64) sp_upload_expiry_s * 1000),
+										 max_rows));
 	locks = MaintCount(&maint_locks,
-					   MaintCutoffArgs(&args, now - (int64) sp_lock_purge_after_s * 1000, max_rows));
+					   MaintCutoffArgs(&args, SpTimeBefore(now, (int64) sp_lock_purge_after_s * 1000),
+									   max_rows));
 	closed = MaintCloseLogs(now, max_rows);
 	logs = sp_event_log_retention_s == 0 ? 0 :
 		MaintCount(&maint_delete_logs,
-				   MaintCutoffArgs(&args, now - (int64) sp_event_log_retention_s * 1000, max_rows));
+				   MaintCutoffArgs(&args, SpTimeBefore(now, (int64) sp_event_log_retention_s * 1000),
+								   max_rows));
 	runs = sp_run_retention_s == 0 ? 0 :
 		MaintLockThenDelete(&maint_run_candidates, &maint_run_delete,
-							now - (int64) sp_run_retention_s * 1000, max_rows);
+							SpTimeBefore(now, (int64) sp_run_retention_s * 1000), max_rows);
 
 	/* A7: wake the application's reaper when detached runs exist */
 	SpArgsInit(&args);
-	SpArgInt64(&args, now);
+	SpArgInt64(&args, SpTimeBefore(now, (int64) sp_reaper_ttl_s * 1000));
 	SpArgInt64(&args, (int64) sp_reaper_ttl_s * 1000);
 	SpExec(&maint_detached, &args, false, 1);
 	SpGetInt64(0, 1, &detached);

@@ -22,7 +22,7 @@ bool		sp_allow_test_reset = false;
 int			sp_writer_lease_ms = 120000;
 int			sp_blob_chunk_size = 256 * 1024;
 int			sp_zstd_level = 3;
-int			sp_blob_max_read = 512 * 1024 * 1024;
+int			sp_blob_max_read = BLOB_MAX_READ_LIMIT;
 int			sp_blob_gc_grace_s = 24 * 60 * 60;
 int			sp_upload_expiry_s = 24 * 60 * 60;
 int			sp_lock_purge_after_s = 60 * 60;
@@ -79,7 +79,7 @@ _PG_init(void)
 							"Largest raw chunk of a blob, for new writes.",
 							"Each chunk is compressed on its own and a range read decodes only the chunks it overlaps.",
 							&sp_blob_chunk_size,
-							256 * 1024, 4 * 1024, 16 * 1024 * 1024,
+							256 * 1024, 4 * 1024, BLOB_CHUNK_SIZE_MAX,
 							PGC_SUSET, GUC_UNIT_BYTE,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("sandbox_persist.zstd_level",
@@ -91,9 +91,10 @@ _PG_init(void)
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("sandbox_persist.blob_max_read",
 							"Most bytes one blob_get call returns.",
-							"Larger objects are read in ranges.",
+							"Larger objects are read in ranges. At most 511MB, so the bytea text"
+							" of a whole read fits one message.",
 							&sp_blob_max_read,
-							512 * 1024 * 1024, 1024, (int) (MaxAllocSize - VARHDRSZ),
+							BLOB_MAX_READ_LIMIT, 1024, BLOB_MAX_READ_LIMIT,
 							PGC_SUSET, GUC_UNIT_BYTE,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("sandbox_persist.blob_gc_grace",

@@ -10,6 +10,7 @@
 
 #include "postgres.h"
 
+#include "common/int.h"
 #include "fmgr.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
@@ -46,6 +47,23 @@ typedef enum SpReopenPolicy
 
 /* Current time in epoch milliseconds, honouring an injected clock when allowed. */
 extern int64 SpNowMs(FunctionCallInfo fcinfo, int now_argno);
+
+/*
+ * A time minus a duration in milliseconds, saturated at the bigint range
+ * instead of wrapping. Every cutoff (now - grace, now - retention, ...) goes
+ * through this, so an extreme injected clock can only put a cutoff "before
+ * everything" or "after everything", never jump to the other end. An expiry
+ * handed back to a caller (now + lease) is refused on overflow instead.
+ */
+static inline int64
+SpTimeBefore(int64 t, int64 duration_ms)
+{
+	int64		result;
+
+	if (pg_sub_s64_overflow(t, duration_ms, &result))
+		return duration_ms > 0 ? PG_INT64_MIN : PG_INT64_MAX;
+	return result;
+}
 
 /* ---- JSON walker (json_io.c) ---- */
 typedef enum SpJsonKind

@@ -776,7 +776,9 @@ SELECT is(pg_temp.d(pg_temp.body('b20/fits')), pg_temp.d(pg_temp.pat(4096)),
     'B20.8 a whole read of exactly blob_max_read bytes works');
 SELECT is(sandbox_persist.blob_head('b20/big')->>'size', '10000',
     'B20.9 head of the large object works');
-SET LOCAL sandbox_persist.blob_max_read = '512MB';
+-- The default is 511MB: the former 512MB default could not send a whole read
+-- of exactly that size (issue 9 defect 10), so the setting is capped below it.
+RESET sandbox_persist.blob_max_read;
 SELECT is(pg_temp.d(pg_temp.body('b20/big')), pg_temp.d(pg_temp.pat(10000)),
     'B20.10 with the default limit the whole read works');
 

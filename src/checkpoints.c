@@ -268,15 +268,22 @@ CkptLeaseCurrent(const CkptThread *thread, const CkptWriter *writer, int64 now)
 		thread->fence == writer->fence && now < thread->expires_at;
 }
 
-/* Raise WRITER_LOST unless the writer holds the thread's current lease. */
-void
-CkptRequireLease(const CkptThread *thread, const CkptWriter *writer, const char *thread_id,
-				 int64 now)
+/*
+ * Raise WRITER_LOST unless the writer holds the thread's current lease, judged
+ * by the clock read here, after the thread row lock: a call that waited for
+ * the row past expiresAt must not be accepted. Returns that clock reading.
+ */
+int64
+CkptRequireLease(FunctionCallInfo fcinfo, int now_argno, const CkptThread *thread,
+				 const CkptWriter *writer, const char *thread_id)
 {
+	int64		now = SpNowMs(fcinfo, now_argno);
+
 	if (!CkptLeaseCurrent(thread, writer, now))
 		sp_error(SP_SNAPSHOT_WRITER_LOST,
 				 ("checkpoint writer lease lost"),
 				 "The writer does not hold a current lease on thread \"%s\".", thread_id);
+	return now;
 }
 
 /* Read a createdAt that must be a finite JSON number (else INVALID_ENTRY). */
@@ -501,7 +508,6 @@ checkpoint_append(PG_FUNCTION_ARGS)
 	CkptThread	thread;
 	Datum		conversation;
 	Datum		message_ids;
-	int64		now;
 	bool		isnull;
 	int			nkeys;
 	SpArgs		args;
@@ -545,14 +551,13 @@ checkpoint_append(PG_FUNCTION_ARGS)
 	CkptValidateFiles(c[7], &entries);
 	CkptValidateArtifacts(c[8], &entries);
 	conversation = CkptConversationArray(fcinfo, 1);
-	now = SpNowMs(fcinfo, 2);
+	(void) SpNowMs(fcinfo, 2);	/* refuse a disallowed clock before locking */
 	CkptReadWriterLease(top[2], &writer);
 
 	SPI_connect();
-	/* 4. the lease (the thread row is this thread's lock point), judged by the clock read after the wait */
+	/* 4. the lease (the thread row is this thread's lock point) */
 	CkptLockThread(thread_id, &thread);
-	now = SpNowMs(fcinfo, 2);
-	CkptRequireLease(&thread, &writer, thread_id, now);
+	CkptRequireLease(fcinfo, 2, &thread, &writer, thread_id);
 
 	/* 5. checkpoint ids are unique across every thread */
 	SpArgsInit(&args);
@@ -623,7 +628,6 @@ checkpoint_delete_head(PG_FUNCTION_ARGS)
 	char	   *writer_thread;
 	CkptWriter	writer;
 	CkptThread	thread;
-	int64		now;
 	SpArgs		args;
 	char	   *parent_id;
 
@@ -637,13 +641,11 @@ checkpoint_delete_head(PG_FUNCTION_ARGS)
 				 "The writer belongs to thread \"%s\", not \"%s\".", writer_thread, thread_id);
 	CkptMembers(input, names, lengthof(names), m, "checkpoint deleteHead input");
 	CkptReadWriterLease(m[2], &writer);
-	now = SpNowMs(fcinfo, 1);
+	(void) SpNowMs(fcinfo, 1);	/* refuse a disallowed clock before locking */
 
 	SPI_connect();
 	CkptLockThread(thread_id, &thread);
-	/* judge the lease by the clock after the (possibly long) wait for the row */
-	now = SpNowMs(fcinfo, 1);
-	CkptRequireLease(&thread, &writer, thread_id, now);
+	CkptRequireLease(fcinfo, 1, &thread, &writer, thread_id);
 	if (!CkptSameId(thread.head_id, checkpoint_id))
 		sp_error(SP_SNAPSHOT_NOT_HEAD,
 				 ("checkpoint is not the head"),

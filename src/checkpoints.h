@@ -54,8 +54,8 @@ extern char *CkptReadWriterThread(const SpJson *writer);
 extern void CkptReadWriterLease(const SpJson *writer, CkptWriter *out);
 extern void CkptLockThread(const char *thread_id, CkptThread *out);
 extern bool CkptLeaseCurrent(const CkptThread *thread, const CkptWriter *writer, int64 now);
-extern void CkptRequireLease(const CkptThread *thread, const CkptWriter *writer,
-							 const char *thread_id, int64 now);
+extern int64 CkptRequireLease(FunctionCallInfo fcinfo, int now_argno, const CkptThread *thread,
+							  const CkptWriter *writer, const char *thread_id);
 extern double CkptCheckCreatedAt(const SpJson *node, const char *field);
 extern Datum CkptDistinctKeys(const CkptEntries *entries, int *nkeys);
 extern void CkptInsertRefs(const char *checkpoint_id, Datum keys);

@@ -125,7 +125,7 @@ checkpoint_fork_from_checkpoint(PG_FUNCTION_ARGS)
 	CkptMembers(input, names, lengthof(names), m, "checkpoint fork input");
 	created_at = CkptCheckCreatedAt(m[4], "createdAt");
 	CkptReadWriterLease(m[5], &writer);
-	now = SpNowMs(fcinfo, 1);
+	(void) SpNowMs(fcinfo, 1);	/* refuse a disallowed clock before locking */
 
 	/* 4. a thread cannot fork into itself (before any emptiness probe) */
 	if (strcmp(source_thread, dest_thread) == 0)
@@ -160,9 +160,7 @@ checkpoint_fork_from_checkpoint(PG_FUNCTION_ARGS)
 				 ("checkpoint writer lease lost"),
 				 "The writer belongs to thread \"%s\", not the destination \"%s\".",
 				 writer_thread, dest_thread);
-	/* judge the lease by the clock after the waits for the rows locked above */
-	now = SpNowMs(fcinfo, 1);
-	CkptRequireLease(&thread, &writer, dest_thread, now);
+	now = CkptRequireLease(fcinfo, 1, &thread, &writer, dest_thread);
 
 	/* 8. the destination must have no persisted state, the id no owner */
 	SpArgsInit(&args);

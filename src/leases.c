@@ -134,20 +134,20 @@ checkpoint_renew_writer(PG_FUNCTION_ARGS)
 	SpJson	   *writer_json = CkptInputArg(fcinfo, 0, "writer");
 	char	   *thread_id = CkptReadWriterThread(writer_json);
 	int64		lease_ms = CkptLeaseMs(fcinfo, 1);
-	int64		now = SpNowMs(fcinfo, 2);
-	int64		expires = LeaseExpiry(now, lease_ms);
+	int64		now;
+	int64		expires;
 	CkptWriter	writer;
 	CkptThread	thread;
 	SpArgs		args;
 	StringInfoData buf;
 
+	/* refuse a disallowed clock and an overflowing expiry before locking */
+	(void) LeaseExpiry(SpNowMs(fcinfo, 2), lease_ms);
 	CkptReadWriterLease(writer_json, &writer);
 	SPI_connect();
 	CkptLockThread(thread_id, &thread);
-	/* judge the lease by the clock after the (possibly long) wait for the row */
-	now = SpNowMs(fcinfo, 2);
+	now = CkptRequireLease(fcinfo, 2, &thread, &writer, thread_id);
 	expires = LeaseExpiry(now, lease_ms);
-	CkptRequireLease(&thread, &writer, thread_id, now);
 	SpArgsInit(&args);
 	SpArgText(&args, thread_id);
 	SpArgInt64(&args, expires);

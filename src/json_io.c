@@ -11,7 +11,11 @@
  * a structural field needs them, and the decoder reports U+0000 and unpaired
  * surrogates so each caller can raise its own error code. Walking text instead
  * of driving the core parser's callbacks keeps us clear of that API's changes
- * between PostgreSQL 15, 16 and 17. No locking.
+ * between PostgreSQL 15, 16 and 17. A json datum built server-side (for
+ * example by json_build_array) never went through json_in, so the walker hands
+ * any text nested past SP_JSON_DEEP levels to the core parser once: what it
+ * refuses (nesting past the stack limit, 54001) is never stored, because a
+ * dump of it could not be restored. No locking.
  */
 #include "postgres.h"
 
@@ -25,10 +29,18 @@
 
 #include "sandbox_persist.h"
 
+/*
+ * Nesting depth at which the whole text is checked by the core parser. Far
+ * below any depth the core parser refuses, so ordinary input is walked once.
+ */
+#define SP_JSON_DEEP 64
+
 typedef struct SpJsonCursor
 {
+	const char *start;
 	const char *p;
 	const char *end;
+	bool		core_checked;	/* the core parser has accepted the whole text */
 } SpJsonCursor;
 
 static SpJson *SpJsonParseValue(SpJsonCursor *c, int depth);
@@ -40,6 +52,20 @@ SpJsonSyntaxError(void)
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
 			 errmsg("invalid input syntax for type json")));
+}
+
+/*
+ * Run the core JSON parser (json_in) over text that nests deeply, raising its
+ * own error (54001 past the stack limit) when it refuses the text.
+ */
+static void
+SpJsonCoreCheck(const char *text, int len)
+{
+	char	   *copy = pnstrdup(text, len);
+	Datum		parsed = DirectFunctionCall1(json_in, CStringGetDatum(copy));
+
+	pfree(DatumGetPointer(parsed));
+	pfree(copy);
 }
 
 /* Skip JSON whitespace. */
@@ -101,6 +127,11 @@ SpJsonParseValue(SpJsonCursor *c, int depth)
 	int			cap = 0;
 
 	check_stack_depth();
+	if (depth >= SP_JSON_DEEP && !c->core_checked)
+	{
+		SpJsonCoreCheck(c->start, c->end - c->start);
+		c->core_checked = true;
+	}
 	SpJsonSkipSpace(c);
 	if (c->p >= c->end)
 		SpJsonSyntaxError();
@@ -206,7 +237,7 @@ SpJsonParseValue(SpJsonCursor *c, int depth)
 SpJson *
 SpJsonParse(const char *text, int len)
 {
-	SpJsonCursor c = {text, text + len};
+	SpJsonCursor c = {text, text, text + len, false};
 	SpJson	   *root = SpJsonParseValue(&c, 0);
 
 	SpJsonSkipSpace(&c);
@@ -220,6 +251,39 @@ SpJson *
 SpJsonParseText(text *t)
 {
 	return SpJsonParse(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+}
+
+/*
+ * Refuse a json datum that the core parser would refuse, for a value stored
+ * without being walked: one scan of the brackets (strings skipped), and the
+ * core parser only when the nesting reaches SP_JSON_DEEP.
+ */
+void
+SpJsonCheckNesting(text *t)
+{
+	const char *p = VARDATA_ANY(t);
+	const char *end = p + VARSIZE_ANY_EXHDR(t);
+	int			depth = 0;
+
+	for (; p < end; p++)
+	{
+		if (*p == '"')
+		{
+			for (p++; p < end && *p != '"'; p++)
+				if (*p == '\\')
+					p++;
+		}
+		else if (*p == '[' || *p == '{')
+		{
+			if (++depth >= SP_JSON_DEEP)
+			{
+				SpJsonCoreCheck(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+				return;
+			}
+		}
+		else if (*p == ']' || *p == '}')
+			depth--;
+	}
 }
 
 /* Value of one hex digit, or -1. */

@@ -88,6 +88,7 @@ typedef enum SpIntStatus
 
 extern SpJson *SpJsonParse(const char *text, int len);
 extern SpJson *SpJsonParseText(text *t);
+extern void SpJsonCheckNesting(text *t);
 extern SpStringStatus SpJsonDecodeString(const char *raw, int rawlen, char **out, int *outlen);
 extern SpIntStatus SpJsonGetInt(const SpJson *node, int64 *out);
 extern bool SpJsonGetDouble(const SpJson *node, double *out);

@@ -399,6 +399,9 @@ SpJsonDecodeString(const char *raw, int rawlen, char **out, int *outlen)
  * on the decimal text, never through a double: a value written with a
  * fraction or exponent is accepted only when it is exactly integral
  * (1000.0, 1e3), and is never rounded (1000.0000000000000001 is refused).
+ * A value with a nonzero digit after its decimal point is not integral
+ * whatever its size; any other value past the limit is out of range, however
+ * many digits it is written with.
  */
 SpIntStatus
 SpJsonGetInt(const SpJson *node, int64 *out)
@@ -406,9 +409,11 @@ SpJsonGetInt(const SpJson *node, int64 *out)
 	const char *p = node->raw;
 	const char *end = node->raw + node->rawlen;
 	bool		negative = false;
-	char		digits[32];
-	int			ndigits = 0;
-	int64		point;			/* digits before the decimal point, after the exponent */
+	bool		fraction = false;
+	char		digits[16];		/* the leading significant digits */
+	int64		ndigits = 0;	/* significant digits, leading zeros dropped */
+	int64		last_nonzero = -1;	/* index of the last nonzero significant digit */
+	int64		point = 0;		/* significant digits before the decimal point */
 	int64		exponent = 0;
 	int64		value = 0;
 
@@ -417,33 +422,28 @@ SpJsonGetInt(const SpJson *node, int64 *out)
 		negative = true;
 		p++;
 	}
-	/* significant digits, dropping leading zeros of the integer part */
-	point = 0;
-	for (; p < end && isdigit((unsigned char) *p); p++)
+	for (; p < end; p++)
 	{
-		if (ndigits == 0 && *p == '0')
-			continue;
-		if (ndigits < (int) sizeof(digits))
-			digits[ndigits] = *p;
-		else if (*p != '0')
-			return SPI_OUT_OF_RANGE;
-		ndigits++;
-		point++;
-	}
-	if (p < end && *p == '.')
-	{
-		for (p++; p < end && isdigit((unsigned char) *p); p++)
+		if (*p == '.' && !fraction)
 		{
-			if (ndigits == 0 && *p == '0')
-			{
-				point--;		/* 0.00x: leading zeros move the point */
-				continue;
-			}
-			if (ndigits < (int) sizeof(digits))
-				digits[ndigits++] = *p;
-			else if (*p != '0')
-				return SPI_NOT_INTEGRAL;	/* a nonzero digit far past the point */
+			fraction = true;
+			continue;
 		}
+		if (!isdigit((unsigned char) *p))
+			break;
+		if (ndigits == 0 && *p == '0')
+		{
+			if (fraction)
+				point--;		/* 0.00x: leading zeros move the point */
+			continue;
+		}
+		if (ndigits < (int64) sizeof(digits))
+			digits[ndigits] = *p;
+		if (*p != '0')
+			last_nonzero = ndigits;
+		ndigits++;
+		if (!fraction)
+			point++;
 	}
 	if (p < end && (*p == 'e' || *p == 'E'))
 	{
@@ -452,30 +452,26 @@ SpJsonGetInt(const SpJson *node, int64 *out)
 		p++;
 		if (p < end && (*p == '+' || *p == '-'))
 			eneg = (*p++ == '-');
+		/* clamped far beyond any digit count a json value can hold */
 		for (; p < end && isdigit((unsigned char) *p); p++)
-			if (exponent < 100000)
+			if (exponent < INT64CONST(1000000000000000))
 				exponent = exponent * 10 + (*p - '0');
 		if (eneg)
 			exponent = -exponent;
 	}
-	if (ndigits == 0)
+	if (last_nonzero < 0)
 	{
 		*out = 0;
 		return SPI_OK;
 	}
 	point += exponent;
-	/* every significant digit at or after the point must be zero */
-	for (int i = Max(point, 0); i < Min(ndigits, (int) sizeof(digits)); i++)
-		if (digits[i] != '0')
-			return SPI_NOT_INTEGRAL;
-	if (point <= 0)
-		return SPI_NOT_INTEGRAL;	/* 0 < |value| < 1 */
-	if (point > 16)
+	/* a nonzero digit at or after the point (this covers 0 < |value| < 1) */
+	if (last_nonzero >= point)
+		return SPI_NOT_INTEGRAL;
+	if (point > (int64) sizeof(digits))
 		return SPI_OUT_OF_RANGE;
 	for (int i = 0; i < point; i++)
-	{
 		value = value * 10 + (i < ndigits ? digits[i] - '0' : 0);
-	}
 	if (value > SP_MAX_SAFE_INTEGER)
 		return SPI_OUT_OF_RANGE;
 	*out = negative ? -value : value;

@@ -118,6 +118,7 @@ extern SpJson *CheckJsonArg(FunctionCallInfo fcinfo, int argno, const char *name
 extern SpJson *CheckJsonObjectArg(FunctionCallInfo fcinfo, int argno, const char *name);
 extern char *CheckIdJson(const SpJson *node, const char *field, int maxbytes);
 extern char *CheckOptStringJson(const SpJson *node, const char *field);
+extern char *CheckOptStringMaxJson(const SpJson *node, const char *field, int maxbytes);
 extern char *CheckStringJson(const SpJson *node, const char *field);
 extern int64 CheckIntJson(const SpJson *node, const char *field, int64 minval);
 extern const char *CheckRunStatusJson(const SpJson *node, const char *field);

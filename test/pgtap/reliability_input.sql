@@ -11,7 +11,7 @@
 -- Run with: pg_prove -d <db> test/pgtap/reliability_input.sql
 -- (needs sandbox_persist.allow_test_reset and allow_client_clock on).
 BEGIN;
-SELECT plan(253);
+SELECT plan(255);
 SELECT sandbox_persist._reset_for_tests();
 SET sandbox_persist.allow_client_clock = on;
 
@@ -354,6 +354,16 @@ SELECT pg_temp.rejects(format(stmt, quote_literal(pg_temp.str(cap + 1, mb))), co
         format('issue 9 defect 9: %s of %s bytes (%s)', field, cap + 1,
                CASE WHEN mb THEN '4-byte characters' ELSE 'ASCII' END))
     FROM capped, (VALUES (false), (true)) AS m(mb) ORDER BY n, mb;
+
+-- The widest index rows: every column of a compound index at its cap.
+SELECT is(pg_temp.try(format($$SELECT sandbox_persist.artifact_save(json_build_object('artifactId', %1$s::text,
+        'runId', %2$s::text, 'threadId', %3$s::text, 'blobKey', %4$s::text, 'name', 'n', 'mimeType', 'text/plain',
+        'size', 1, 'createdAt', 1))$$, quote_literal(pg_temp.str(1024, false)), quote_literal(pg_temp.str(1023, false) || 'r'),
+        quote_literal(pg_temp.str(1023, false) || 't'), quote_literal(pg_temp.str(2048, false)))),
+    'accepted', 'issue 9 defect 9: an artifact with every indexed id at 1024 bytes and a 2048-byte blobKey is accepted');
+SELECT is(pg_temp.try(format('SELECT sandbox_persist.metadata_set(%s, %s, ''1'')',
+        quote_literal(pg_temp.str(1024, false)), quote_literal(pg_temp.str(1023, false) || 'k'))),
+    'accepted', 'issue 9 defect 9: a metadata entry with namespace and key both at 1024 bytes is accepted');
 
 -- The two columns that had no cap store a value at the cap exactly.
 SELECT sandbox_persist.instance_upsert(json_build_object('key', 'inst-1', 'provider', 'p',

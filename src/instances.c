@@ -121,7 +121,7 @@ instance_upsert(PG_FUNCTION_ARGS)
 	SpArgText(&args, CheckStringJson(f[2], "providerSandboxId"));
 	SpArgText(&args, CheckOptStringJson(f[3], "latestSnapshotId"));
 	SpArgText(&args, CheckIdJson(f[4], "threadId", SP_ID_MAX_BYTES));
-	SpArgText(&args, CheckOptStringJson(f[5], "latestRunId"));
+	SpArgText(&args, CheckOptStringMaxJson(f[5], "latestRunId", SP_ID_MAX_BYTES));
 	SpArgInt64(&args, CheckIntJson(f[6], "updatedAt", -SP_MAX_SAFE_INTEGER));
 
 	SPI_connect();

@@ -286,7 +286,13 @@ interrupt_resolve(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(1))
 		SpArgNull(&args);
 	else
-		SpArgDatum(&args, PointerGetDatum(PG_GETARG_TEXT_PP(1)));
+	{
+		text	   *response = PG_GETARG_TEXT_PP(1);
+
+		/* stored as sent, so never walked: refuse what json_in would refuse */
+		SpJsonCheckNesting(response);
+		SpArgDatum(&args, PointerGetDatum(response));
+	}
 
 	SPI_connect();
 	n = SpExec(&interrupt_resolve_stmt, &args, false, 0);

@@ -11,7 +11,11 @@
  * a structural field needs them, and the decoder reports U+0000 and unpaired
  * surrogates so each caller can raise its own error code. Walking text instead
  * of driving the core parser's callbacks keeps us clear of that API's changes
- * between PostgreSQL 15, 16 and 17. No locking.
+ * between PostgreSQL 15, 16 and 17. A json datum built server-side (for
+ * example by json_build_array) never went through json_in, so the walker hands
+ * any text nested past SP_JSON_DEEP levels to the core parser once: what it
+ * refuses (nesting past the stack limit, 54001) is never stored, because a
+ * dump of it could not be restored. No locking.
  */
 #include "postgres.h"
 
@@ -25,10 +29,18 @@
 
 #include "sandbox_persist.h"
 
+/*
+ * Nesting depth at which the whole text is checked by the core parser. Far
+ * below any depth the core parser refuses, so ordinary input is walked once.
+ */
+#define SP_JSON_DEEP 64
+
 typedef struct SpJsonCursor
 {
+	const char *start;
 	const char *p;
 	const char *end;
+	bool		core_checked;	/* the core parser has accepted the whole text */
 } SpJsonCursor;
 
 static SpJson *SpJsonParseValue(SpJsonCursor *c, int depth);
@@ -40,6 +52,20 @@ SpJsonSyntaxError(void)
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
 			 errmsg("invalid input syntax for type json")));
+}
+
+/*
+ * Run the core JSON parser (json_in) over text that nests deeply, raising its
+ * own error (54001 past the stack limit) when it refuses the text.
+ */
+static void
+SpJsonCoreCheck(const char *text, int len)
+{
+	char	   *copy = pnstrdup(text, len);
+	Datum		parsed = DirectFunctionCall1(json_in, CStringGetDatum(copy));
+
+	pfree(DatumGetPointer(parsed));
+	pfree(copy);
 }
 
 /* Skip JSON whitespace. */
@@ -101,6 +127,11 @@ SpJsonParseValue(SpJsonCursor *c, int depth)
 	int			cap = 0;
 
 	check_stack_depth();
+	if (depth >= SP_JSON_DEEP && !c->core_checked)
+	{
+		SpJsonCoreCheck(c->start, c->end - c->start);
+		c->core_checked = true;
+	}
 	SpJsonSkipSpace(c);
 	if (c->p >= c->end)
 		SpJsonSyntaxError();
@@ -206,7 +237,7 @@ SpJsonParseValue(SpJsonCursor *c, int depth)
 SpJson *
 SpJsonParse(const char *text, int len)
 {
-	SpJsonCursor c = {text, text + len};
+	SpJsonCursor c = {text, text, text + len, false};
 	SpJson	   *root = SpJsonParseValue(&c, 0);
 
 	SpJsonSkipSpace(&c);
@@ -220,6 +251,39 @@ SpJson *
 SpJsonParseText(text *t)
 {
 	return SpJsonParse(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+}
+
+/*
+ * Refuse a json datum that the core parser would refuse, for a value stored
+ * without being walked: one scan of the brackets (strings skipped), and the
+ * core parser only when the nesting reaches SP_JSON_DEEP.
+ */
+void
+SpJsonCheckNesting(text *t)
+{
+	const char *p = VARDATA_ANY(t);
+	const char *end = p + VARSIZE_ANY_EXHDR(t);
+	int			depth = 0;
+
+	for (; p < end; p++)
+	{
+		if (*p == '"')
+		{
+			for (p++; p < end && *p != '"'; p++)
+				if (*p == '\\')
+					p++;
+		}
+		else if (*p == '[' || *p == '{')
+		{
+			if (++depth >= SP_JSON_DEEP)
+			{
+				SpJsonCoreCheck(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+				return;
+			}
+		}
+		else if (*p == ']' || *p == '}')
+			depth--;
+	}
 }
 
 /* Value of one hex digit, or -1. */
@@ -335,6 +399,9 @@ SpJsonDecodeString(const char *raw, int rawlen, char **out, int *outlen)
  * on the decimal text, never through a double: a value written with a
  * fraction or exponent is accepted only when it is exactly integral
  * (1000.0, 1e3), and is never rounded (1000.0000000000000001 is refused).
+ * A value with a nonzero digit after its decimal point is not integral
+ * whatever its size; any other value past the limit is out of range, however
+ * many digits it is written with.
  */
 SpIntStatus
 SpJsonGetInt(const SpJson *node, int64 *out)
@@ -342,9 +409,11 @@ SpJsonGetInt(const SpJson *node, int64 *out)
 	const char *p = node->raw;
 	const char *end = node->raw + node->rawlen;
 	bool		negative = false;
-	char		digits[32];
-	int			ndigits = 0;
-	int64		point;			/* digits before the decimal point, after the exponent */
+	bool		fraction = false;
+	char		digits[16];		/* the leading significant digits */
+	int64		ndigits = 0;	/* significant digits, leading zeros dropped */
+	int64		last_nonzero = -1;	/* index of the last nonzero significant digit */
+	int64		point = 0;		/* significant digits before the decimal point */
 	int64		exponent = 0;
 	int64		value = 0;
 
@@ -353,33 +422,28 @@ SpJsonGetInt(const SpJson *node, int64 *out)
 		negative = true;
 		p++;
 	}
-	/* significant digits, dropping leading zeros of the integer part */
-	point = 0;
-	for (; p < end && isdigit((unsigned char) *p); p++)
+	for (; p < end; p++)
 	{
-		if (ndigits == 0 && *p == '0')
-			continue;
-		if (ndigits < (int) sizeof(digits))
-			digits[ndigits] = *p;
-		else if (*p != '0')
-			return SPI_OUT_OF_RANGE;
-		ndigits++;
-		point++;
-	}
-	if (p < end && *p == '.')
-	{
-		for (p++; p < end && isdigit((unsigned char) *p); p++)
+		if (*p == '.' && !fraction)
 		{
-			if (ndigits == 0 && *p == '0')
-			{
-				point--;		/* 0.00x: leading zeros move the point */
-				continue;
-			}
-			if (ndigits < (int) sizeof(digits))
-				digits[ndigits++] = *p;
-			else if (*p != '0')
-				return SPI_NOT_INTEGRAL;	/* a nonzero digit far past the point */
+			fraction = true;
+			continue;
 		}
+		if (!isdigit((unsigned char) *p))
+			break;
+		if (ndigits == 0 && *p == '0')
+		{
+			if (fraction)
+				point--;		/* 0.00x: leading zeros move the point */
+			continue;
+		}
+		if (ndigits < (int64) sizeof(digits))
+			digits[ndigits] = *p;
+		if (*p != '0')
+			last_nonzero = ndigits;
+		ndigits++;
+		if (!fraction)
+			point++;
 	}
 	if (p < end && (*p == 'e' || *p == 'E'))
 	{
@@ -388,30 +452,26 @@ SpJsonGetInt(const SpJson *node, int64 *out)
 		p++;
 		if (p < end && (*p == '+' || *p == '-'))
 			eneg = (*p++ == '-');
+		/* clamped far beyond any digit count a json value can hold */
 		for (; p < end && isdigit((unsigned char) *p); p++)
-			if (exponent < 100000)
+			if (exponent < INT64CONST(1000000000000000))
 				exponent = exponent * 10 + (*p - '0');
 		if (eneg)
 			exponent = -exponent;
 	}
-	if (ndigits == 0)
+	if (last_nonzero < 0)
 	{
 		*out = 0;
 		return SPI_OK;
 	}
 	point += exponent;
-	/* every significant digit at or after the point must be zero */
-	for (int i = Max(point, 0); i < Min(ndigits, (int) sizeof(digits)); i++)
-		if (digits[i] != '0')
-			return SPI_NOT_INTEGRAL;
-	if (point <= 0)
-		return SPI_NOT_INTEGRAL;	/* 0 < |value| < 1 */
-	if (point > 16)
+	/* a nonzero digit at or after the point (this covers 0 < |value| < 1) */
+	if (last_nonzero >= point)
+		return SPI_NOT_INTEGRAL;
+	if (point > (int64) sizeof(digits))
 		return SPI_OUT_OF_RANGE;
 	for (int i = 0; i < point; i++)
-	{
 		value = value * 10 + (i < ndigits ? digits[i] - '0' : 0);
-	}
 	if (value > SP_MAX_SAFE_INTEGER)
 		return SPI_OUT_OF_RANGE;
 	*out = negative ? -value : value;

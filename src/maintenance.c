@@ -450,7 +450,11 @@ reaper_heartbeat(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(1))
 		SpArgNull(&args);
 	else
-		SpArgDatum(&args, PG_GETARG_DATUM(1));
+	{
+		/* stored as sent, so never walked: refuse what json_in would refuse */
+		SpJsonCheckNesting(PG_GETARG_TEXT_PP(1));
+		SpArgDatum(&args, PointerGetDatum(PG_GETARG_TEXT_PP(1)));
+	}
 	SPI_connect();
 	SpExec(&maint_heartbeat, &args, false, 0);
 	SPI_finish();

@@ -79,18 +79,19 @@ metadata_set(PG_FUNCTION_ARGS)
 {
 	char	   *ns = CheckIdArg(fcinfo, 0, "namespace", SP_ID_MAX_BYTES);
 	char	   *key = CheckIdArg(fcinfo, 1, "meta_key", SP_ID_MAX_BYTES);
-	SpJson	   *value;
+	text	   *value;
 	SpArgs		args;
 
 	if (PG_ARGISNULL(2))
 		MetadataRaiseNull();
-	value = SpJsonParseText(PG_GETARG_TEXT_PP(2));
-	if (value->kind == SPJ_NULL)
+	value = PG_GETARG_TEXT_PP(2);
+	if (SpJsonParseText(value)->kind == SPJ_NULL)
 		MetadataRaiseNull();
+	/* the argument's whole text, surrounding whitespace included */
 	SpArgsInit(&args);
 	SpArgText(&args, ns);
 	SpArgText(&args, key);
-	SpArgTextLen(&args, value->raw, value->rawlen);
+	SpArgDatum(&args, PointerGetDatum(value));
 
 	SPI_connect();
 	SpExec(&metadata_upsert, &args, false, 0);

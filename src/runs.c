@@ -206,7 +206,8 @@ run_update(PG_FUNCTION_ARGS)
 	/* error and usage: shape-checked, stored verbatim, replaced whole */
 	PatchArgJson(&args, f[2], "error", CheckRunErrorJson);
 	PatchArgJson(&args, f[3], "usage", CheckObjectJson);
-	SpArgText(&args, CheckOptStringJson(f[4], "sandboxKey"));
+	/* an instance key, so the instance key limit */
+	SpArgText(&args, CheckOptStringMaxJson(f[4], "sandboxKey", SP_ID_MAX_BYTES));
 	PatchArgInt(&args, f[5], "detachedSince", -SP_MAX_SAFE_INTEGER);
 	if (f[6] == NULL || f[6]->kind == SPJ_NULL)
 		SpArgNull(&args);

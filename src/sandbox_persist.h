@@ -106,6 +106,7 @@ typedef enum SpIntStatus
 
 extern SpJson *SpJsonParse(const char *text, int len);
 extern SpJson *SpJsonParseText(text *t);
+extern void SpJsonCheckNesting(text *t);
 extern SpStringStatus SpJsonDecodeString(const char *raw, int rawlen, char **out, int *outlen);
 extern SpIntStatus SpJsonGetInt(const SpJson *node, int64 *out);
 extern bool SpJsonGetDouble(const SpJson *node, double *out);
@@ -135,6 +136,7 @@ extern SpJson *CheckJsonArg(FunctionCallInfo fcinfo, int argno, const char *name
 extern SpJson *CheckJsonObjectArg(FunctionCallInfo fcinfo, int argno, const char *name);
 extern char *CheckIdJson(const SpJson *node, const char *field, int maxbytes);
 extern char *CheckOptStringJson(const SpJson *node, const char *field);
+extern char *CheckOptStringMaxJson(const SpJson *node, const char *field, int maxbytes);
 extern char *CheckStringJson(const SpJson *node, const char *field);
 extern int64 CheckIntJson(const SpJson *node, const char *field, int64 minval);
 extern const char *CheckRunStatusJson(const SpJson *node, const char *field);

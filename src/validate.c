@@ -151,6 +151,30 @@ CheckOptStringJson(const SpJson *node, const char *field)
 	return CheckStringJson(node, field);
 }
 
+/*
+ * Read an optional string field that is stored in an indexed column: NULL
+ * when absent or JSON null, 22001 past maxbytes UTF-8 bytes (an index row
+ * has a size limit, and the limit must be ours, not the index's).
+ */
+char *
+CheckOptStringMaxJson(const SpJson *node, const char *field, int maxbytes)
+{
+	char	   *s;
+	int			len;
+
+	if (node == NULL || node->kind == SPJ_NULL)
+		return NULL;
+	if (node->kind != SPJ_STRING)
+		CheckRaiseType(node, field, "a string");
+	s = CheckDecode(node, field, &len);
+	if (len > maxbytes)
+		ereport(ERROR,
+				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+				 errmsg("%s is too long", field),
+				 errdetail("It has %d UTF-8 bytes; the limit is %d.", len, maxbytes)));
+	return s;
+}
+
 /* Read a required integral number within +/-(2^53 - 1) and >= minval. */
 int64
 CheckIntJson(const SpJson *node, const char *field, int64 minval)

@@ -79,7 +79,7 @@ for f in "$WORK"/*.err; do
     if grep -q . "$f"; then
         echo "-- messages from $(basename "$f" .err):"
         cat "$f"
-        errors=$((errors + $(grep -c 'ERROR' "$f" || true)))
+        errors=$((errors + $(grep -Eci 'error|fatal' "$f" || true)))
     fi
 done
 
@@ -113,6 +113,11 @@ read -r m1 d1 < <(compare restored)
 read -r w2 d2 < <(compare writes)
 read -r m3 d3 < <(compare after)
 reads=$((m1 + m3))
+# An empty output on both sides compares equal: a run that read nothing failed.
+if [ "$m1" -eq 0 ] || [ "$m3" -eq 0 ] || [ "$w2" -eq 0 ]; then
+    echo "dump and restore: a step produced no output" >&2
+    errors=$((errors + 1))
+fi
 differences=$((d1 + d2 + d3))
 stores=$(awk -F '\t' '$1 == "W" { s[$2] = 1 } END { print length(s) }' "$WORK/writes.$DST.out")
 

@@ -25,7 +25,7 @@ start=$(date +%s%N)
 # The injected clock, the same in both databases.
 T0=$(( $(date +%s) * 1000 ))
 
-psql_su() { psql -X -q -v ON_ERROR_STOP=1 -d postgres "$@"; }
+psql_su() { psql -X -q -v ON_ERROR_STOP=1 -d "${PGDATABASE:-postgres}" "$@"; }
 
 cleanup() {
     psql_su -c "DROP DATABASE IF EXISTS $SRC" -c "DROP DATABASE IF EXISTS $DST" \

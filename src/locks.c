@@ -8,11 +8,22 @@
  * are visible to maintenance. The blocking wait belongs to the client, which
  * polls and is woken early by the NOTIFY a release sends.
  *
- * Locking: each function touches only its key's row. Acquire is one
- * INSERT ... ON CONFLICT DO UPDATE that takes the row only when it is absent
- * or expired, so it never waits beyond another call's statement. Fences come
- * from one global sequence and so keep growing across release, takeover and
- * the purge of expired rows. At now == expiresAt a lock is free.
+ * Locking: each function touches only its keys' rows. Acquire takes the row
+ * with one INSERT ... ON CONFLICT DO UPDATE only when it is absent or
+ * expired, so it never waits beyond another transaction that holds the row.
+ * Fences come from one global sequence and so keep growing across release,
+ * takeover and the purge of expired rows. At now == expiresAt a lock is free.
+ *
+ * Clock: a call may wait for a key's row (held by another transaction, for
+ * instance an app that called a lock function inside its own transaction),
+ * and a lease must be judged and stamped by the clock after that wait, never
+ * by one read before it. So acquire and renew first lock their keys' rows
+ * FOR UPDATE, then read the clock, then run the judging statement, which can
+ * no longer wait on those rows. An acquire that found no row may still wait
+ * inside its INSERT for another transaction's uncommitted insert or delete
+ * of the key; when it is granted it restamps the new lease from the clock
+ * read after that statement. Release, check and holder judge no time after
+ * a wait (release does not judge time; check and holder do not wait).
  */
 #include "postgres.h"
 
@@ -44,6 +55,25 @@ static SpQuery lock_take = {
 	3, {TEXTOID, INT8OID, INT8OID}
 };
 
+/* Lock the key's row, if any, before the clock is read (acquire). */
+static SpQuery lock_hold = {
+	"SELECT 1 FROM sandbox_persist.locks WHERE lock_key = $1 FOR UPDATE",
+	1, {TEXTOID}
+};
+
+/* Restamp a lease this call inserted after a wait, from the clock after it. */
+static SpQuery lock_restamp = {
+	"UPDATE sandbox_persist.locks SET acquired_at = $2, expires_at = $3 WHERE lock_key = $1",
+	3, {TEXTOID, INT8OID, INT8OID}
+};
+
+/* Lock the owner's row before the clock is read (renew). */
+static SpQuery lock_hold_owned = {
+	"SELECT 1 FROM sandbox_persist.locks"
+	" WHERE lock_key = $1 AND owner_token::text = $2 FOR UPDATE",
+	2, {TEXTOID, TEXTOID}
+};
+
 static SpQuery lock_extend = {
 	"UPDATE sandbox_persist.locks SET expires_at = $4"
 	" WHERE lock_key = $1 AND owner_token::text = $2 AND expires_at > $3",
@@ -65,6 +95,18 @@ static SpQuery lock_extend_many = {
 	" LEFT JOIN upd ON upd.lock_key = req.k AND upd.owner_token = req.t"
 	" ORDER BY req.ord",
 	4, {TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID}
+};
+
+/*
+ * Lock every owned row of a renew_many call before the clock is read; ORDER
+ * BY before FOR UPDATE takes them in sorted key order.
+ */
+static SpQuery lock_hold_many = {
+	"SELECT 1 FROM sandbox_persist.locks l"
+	" WHERE (l.lock_key, l.owner_token::text) IN"
+	"       (SELECT k, t FROM unnest($1::text[], $2::text[]) AS u(k, t))"
+	" ORDER BY l.lock_key FOR UPDATE OF l",
+	2, {TEXTARRAYOID, TEXTARRAYOID}
 };
 
 static SpQuery lock_drop = {
@@ -129,6 +171,21 @@ LockExpiry(FunctionCallInfo fcinfo, int argno, int64 now)
 }
 
 /*
+ * Read the clock (server clock, or now_ms when allowed) and return it; set
+ * *expires to now + ttl_ms. Called once before locking, so a disallowed clock
+ * or a bad ttl is refused before any wait, and again after the key rows are
+ * locked, for the reading that judges and stamps the lease.
+ */
+static int64
+LockClock(FunctionCallInfo fcinfo, int ttl_argno, int now_argno, int64 *expires)
+{
+	int64		now = SpNowMs(fcinfo, now_argno);
+
+	*expires = LockExpiry(fcinfo, ttl_argno, now);
+	return now;
+}
+
+/*
  * lock_acquire(lock_key text, ttl_ms bigint, now_ms bigint) -> json
  * {ownerToken, fence, expiresAt}, or NULL at once when the key is held.
  */
@@ -136,14 +193,23 @@ Datum
 lock_acquire(PG_FUNCTION_ARGS)
 {
 	char	   *key = LockKeyArg(fcinfo, 0);
-	int64		now = SpNowMs(fcinfo, 2);
-	int64		expires = LockExpiry(fcinfo, 1, now);
 	MemoryContext outer = CurrentMemoryContext;
 	StringInfoData buf;
 	SpArgs		args;
+	int64		now;
+	int64		expires;
+	int64		fence = 0;
+	char	   *token = NULL;
+	bool		first = true;
+	bool		found;
 	bool		granted;
 
+	(void) LockClock(fcinfo, 1, 2, &expires);	/* refuse bad input before locking */
 	SPI_connect();
+	SpArgsInit(&args);
+	SpArgText(&args, key);
+	found = SpExec(&lock_hold, &args, false, 0) == 1;
+	now = LockClock(fcinfo, 1, 2, &expires);
 	SpArgsInit(&args);
 	SpArgText(&args, key);
 	SpArgInt64(&args, now);
@@ -152,24 +218,38 @@ lock_acquire(PG_FUNCTION_ARGS)
 	if (granted)
 	{
 		MemoryContext spi = MemoryContextSwitchTo(outer);
-		int64		fence = 0;
-		bool		first = true;
 
+		token = SpGetText(0, 1);
 		SpGetInt64(0, 2, &fence);
-		initStringInfo(&buf);
-		appendStringInfoChar(&buf, '{');
-		SpAppendKey(&buf, &first, "ownerToken");
-		SpAppendString(&buf, SpGetText(0, 1));
-		SpAppendKey(&buf, &first, "fence");
-		SpAppendInt64(&buf, fence);
-		SpAppendKey(&buf, &first, "expiresAt");
-		SpAppendInt64(&buf, expires);
-		appendStringInfoChar(&buf, '}');
 		MemoryContextSwitchTo(spi);
+	}
+	/* with no row to lock, the insert itself may have waited: stamp anew */
+	if (granted && !found)
+	{
+		int64		stamped = now;
+
+		now = LockClock(fcinfo, 1, 2, &expires);
+		if (now != stamped)
+		{
+			SpArgsInit(&args);
+			SpArgText(&args, key);
+			SpArgInt64(&args, now);
+			SpArgInt64(&args, expires);
+			SpExec(&lock_restamp, &args, false, 0);
+		}
 	}
 	SPI_finish();
 	if (!granted)
 		PG_RETURN_NULL();
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	SpAppendKey(&buf, &first, "ownerToken");
+	SpAppendString(&buf, token);
+	SpAppendKey(&buf, &first, "fence");
+	SpAppendInt64(&buf, fence);
+	SpAppendKey(&buf, &first, "expiresAt");
+	SpAppendInt64(&buf, expires);
+	appendStringInfoChar(&buf, '}');
 	PG_RETURN_DATUM(SpJsonResult(&buf));
 }
 
@@ -183,13 +263,19 @@ lock_renew(PG_FUNCTION_ARGS)
 {
 	char	   *key = LockKeyArg(fcinfo, 0);
 	char	   *token = LockTokenArg(fcinfo, 1);
-	int64		now = SpNowMs(fcinfo, 3);
-	int64		expires = LockExpiry(fcinfo, 2, now);
+	int64		now;
+	int64		expires;
 	StringInfoData buf;
 	SpArgs		args;
 	int			n;
 
+	(void) LockClock(fcinfo, 2, 3, &expires);	/* refuse bad input before locking */
 	SPI_connect();
+	SpArgsInit(&args);
+	SpArgText(&args, key);
+	SpArgText(&args, token);
+	SpExec(&lock_hold_owned, &args, false, 0);
+	now = LockClock(fcinfo, 2, 3, &expires);
 	SpArgsInit(&args);
 	SpArgText(&args, key);
 	SpArgText(&args, token);
@@ -214,18 +300,21 @@ lock_renew_many(PG_FUNCTION_ARGS)
 {
 	static const char *const names[] = {"key", "ownerToken"};
 	SpJson	   *leases = CheckJsonArg(fcinfo, 0, "leases");
-	int64		now = SpNowMs(fcinfo, 2);
-	int64		expires = LockExpiry(fcinfo, 1, now);
+	int64		now;
+	int64		expires;
 	MemoryContext outer = CurrentMemoryContext;
 	MemoryContext spi;
 	Datum	   *keys;
 	Datum	   *tokens;
+	Datum		key_array;
+	Datum		token_array;
 	StringInfoData renewed;
 	StringInfoData lost;
 	StringInfoData buf;
 	SpArgs		args;
 	int			n;
 
+	(void) LockClock(fcinfo, 1, 2, &expires);	/* refuse bad input before locking */
 	if (leases->kind != SPJ_ARRAY)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -248,13 +337,20 @@ lock_renew_many(PG_FUNCTION_ARGS)
 		keys[i] = CStringGetTextDatum(CheckIdJson(m[0], "key", SP_KEY_MAX_BYTES));
 		tokens[i] = CStringGetTextDatum(CheckStringJson(m[1], "ownerToken"));
 	}
+	key_array = PointerGetDatum(construct_array(keys, leases->count, TEXTOID, -1,
+												false, TYPALIGN_INT));
+	token_array = PointerGetDatum(construct_array(tokens, leases->count, TEXTOID, -1,
+												  false, TYPALIGN_INT));
 
 	SPI_connect();
 	SpArgsInit(&args);
-	SpArgDatum(&args, PointerGetDatum(construct_array(keys, leases->count, TEXTOID, -1,
-													  false, TYPALIGN_INT)));
-	SpArgDatum(&args, PointerGetDatum(construct_array(tokens, leases->count, TEXTOID, -1,
-													  false, TYPALIGN_INT)));
+	SpArgDatum(&args, key_array);
+	SpArgDatum(&args, token_array);
+	SpExec(&lock_hold_many, &args, false, 0);
+	now = LockClock(fcinfo, 1, 2, &expires);
+	SpArgsInit(&args);
+	SpArgDatum(&args, key_array);
+	SpArgDatum(&args, token_array);
 	SpArgInt64(&args, now);
 	SpArgInt64(&args, expires);
 	n = SpExec(&lock_extend_many, &args, false, 0);

@@ -138,7 +138,8 @@ differences=$((d1 + d2 + d3 + d4))
 # 5. The full pgTAP suite against the upgraded database (sorted: zz_cron last).
 tap=$WORK/pgtap.out
 tap_status=0
-(cd "$ROOT" && pg_prove -f -d "$DB" $(ls test/pgtap/*.sql | LC_ALL=C sort)) >"$tap" 2>&1 || tap_status=$?
+mapfile -t tap_files_list < <(cd "$ROOT" && printf '%s\n' test/pgtap/*.sql | LC_ALL=C sort)
+(cd "$ROOT" && pg_prove -f -d "$DB" "${tap_files_list[@]}") >"$tap" 2>&1 || tap_status=$?
 cat "$tap"
 tap_files=$(grep -E '^Files=' "$tap" | sed 's/,  *[0-9]* wallclock.*//' || true)
 tap_result=$(grep -E '^Result:' "$tap" | awk '{print $2}' || true)

@@ -1,5 +1,6 @@
 # Sourced by the upgrade suite's scripts: the shared helpers.
 # shellcheck shell=bash
+# shellcheck disable=SC2034  # the variables are used by the scripts that source this
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 # The store scripts of the dump-and-restore suite fill and read every store.

@@ -82,9 +82,9 @@ normalise() {
 }
 errors=0
 for db in "$FRESH" "$UPGRADED"; do
-    "$PG_DUMP" "${DUMP_KEY[@]}" --schema-only -d "$db" -f "$WORK/dump.$db.sql" \
+    "$PG_DUMP" "${DUMP_OPTS[@]}" --schema-only -d "$db" -f "$WORK/dump.$db.sql" \
         || { errors=$((errors + 1)); echo "pg_dump of $db failed" >&2; }
-    "$PG_DUMP" "${DUMP_KEY[@]}" --schema-only --binary-upgrade -d "$db" -f "$WORK/binary.$db.raw" \
+    "$PG_DUMP" "${DUMP_OPTS[@]}" --schema-only --binary-upgrade -d "$db" -f "$WORK/binary.$db.raw" \
         || { errors=$((errors + 1)); echo "pg_dump --binary-upgrade of $db failed" >&2; }
     normalise <"$WORK/binary.$db.raw" >"$WORK/binary.$db.sql"
     psql -X -d "$db" -f "$HERE/catalog.sql" >"$WORK/catalog.$db.txt" 2>"$WORK/catalog.$db.err" \

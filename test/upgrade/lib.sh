@@ -9,15 +9,15 @@ STORES=$ROOT/test/backup
 # at least as new as the server), else those on PATH.
 PGBIN=$("${PG_CONFIG:-pg_config}" --bindir 2>/dev/null || true)
 if [ -n "$PGBIN" ] && [ -x "$PGBIN/pg_dump" ]; then PG_DUMP=$PGBIN/pg_dump; else PG_DUMP=pg_dump; fi
-# pg_dump since 15.14 writes \restrict lines with a random key unless given one.
+# DUMP_OPTS: options for every pg_dump. pg_dump since 15.14 writes \restrict
+# lines with a random key unless given one.
 # (The help text is read whole first: grep -q would stop early, and pipefail
 # would report pg_dump's broken pipe.)
 dump_help=$("$PG_DUMP" --help 2>/dev/null || true)
-if [[ $dump_help == *--restrict-key* ]]; then
-    DUMP_KEY=(--restrict-key=sandboxpersistupgrade)
-else
-    DUMP_KEY=()
-fi
+DUMP_OPTS=()
+if [[ $dump_help == *--restrict-key* ]]; then DUMP_OPTS+=(--restrict-key=sandboxpersistupgrade); fi
+# pg_dump 18 can write planner statistics; they are data, not catalog.
+if [[ $dump_help == *--no-statistics* ]]; then DUMP_OPTS+=(--no-statistics); fi
 
 # psql_su ARGS...: psql as the superuser in the administration database.
 psql_su() { psql -X -q -v ON_ERROR_STOP=1 -d "${PGDATABASE:-postgres}" "$@"; }

@@ -58,6 +58,7 @@ run_suite "pg_regress and isolation specs" regress
 run_suite "pgTAP suites" pgtap
 run_suite "Node adapter (clients/node)" bash clients/node/test.sh
 [ -f test/backup/run.sh ] && run_suite "dump and restore" bash test/backup/run.sh
+[ -f test/upgrade/run.sh ] && run_suite "upgrade from 0.1.0" bash test/upgrade/run.sh
 [ -f test/fuzz/run.sh ] && run_suite "fuzz (short)" bash test/fuzz/run.sh --short
 [ -f test/torture/run.sh ] && run_suite "torture (short)" bash test/torture/run.sh --short
 run_suite "a broken build fails make test" bash test/scripts/broken_build.sh

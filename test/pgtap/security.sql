@@ -5,12 +5,12 @@ SELECT plan(37);
 SELECT is(
     (SELECT count(*)::int FROM pg_proc p
       WHERE p.pronamespace = 'sandbox_persist'::regnamespace AND NOT p.prosecdef
-        AND p.proname NOT IN ('schedule_maintenance', 'unschedule_maintenance')),
+        AND p.proname NOT IN ('schedule_maintenance', 'unschedule_maintenance', '_harden')),
     0, 'SEC1 every store function is SECURITY DEFINER');
 SELECT is(
     (SELECT count(*)::int FROM pg_proc p
       WHERE p.pronamespace = 'sandbox_persist'::regnamespace AND NOT p.prosecdef),
-    2, 'SEC1.1 only schedule_maintenance and unschedule_maintenance run as their caller');
+    3, 'SEC1.1 only schedule_maintenance, unschedule_maintenance and _harden (run by the superuser installing) run as their caller');
 
 SELECT is(
     (SELECT count(*)::int FROM pg_proc p

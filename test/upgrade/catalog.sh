@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Upgrade catalogs: is a populated 0.1.0 database, after ALTER EXTENSION
+# sandbox_persist UPDATE, the same as a fresh installation of the current
+# version, object for object, owner for owner, privilege for privilege?
+#
+# Against the cluster named by PGHOST/PGPORT/PGUSER (a superuser) it creates
+# two databases: one with CREATE EXTENSION sandbox_persist, one with
+# CREATE EXTENSION sandbox_persist VERSION '0.1.0', every store filled
+# (test/backup/populate.sql, as an application role given the store functions
+# by grant_app_role) and then ALTER EXTENSION sandbox_persist UPDATE. The
+# application role's grants are then withdrawn (DROP OWNED BY): they are the
+# user's, not the extension's, and their carrying over is checked by data.sh.
+# The two are compared three ways, and every comparison must be empty:
+#  1. pg_dump --schema-only, not normalised at all: the schema, the
+#     extension, and every privilege that differs from the initial ones
+#     (pg_init_privs). The fresh one must also hold no GRANT or REVOKE.
+#  2. pg_dump --schema-only --binary-upgrade, which writes out every member of
+#     the extension (tables, columns, constraints, indexes, views, functions,
+#     comments, owners, initial privileges), normalised only for physical
+#     identifiers (OIDs, relfilenodes, frozen transaction ids, column LSNs)
+#     and for the sequence positions it writes too (data: one database is
+#     populated).
+#  3. catalog.sql: every member's owner, ACL, initial privileges, proconfig,
+#     SECURITY DEFINER, definition, columns, constraints, indexes; the
+#     schema's; the tables and sequences registered for pg_dump.
+#
+# Prints one closing line
+#   summary: upgrade catalogs: fresh <v> and 0.1.0 updated: <a> dump lines, <b> binary-upgrade dump lines, <c> catalog facts compared, <d> differences
+# and exits non-zero on any difference or error.
+set -euo pipefail
+# shellcheck disable=SC1091
+. "$(dirname "$0")/lib.sh"
+FRESH=sandbox_persist_catalog_fresh
+UPGRADED=sandbox_persist_catalog_upgraded
+APP=sandbox_persist_catalog_app
+WORK=$(mktemp -d)
+start=$(date +%s%N)
+T0=$(( $(date +%s) * 1000 ))
+
+drop_all() {
+    psql_su -c "DROP DATABASE IF EXISTS $FRESH" -c "DROP DATABASE IF EXISTS $UPGRADED" \
+        -c "DROP ROLE IF EXISTS $APP" >/dev/null 2>&1 || true
+}
+cleanup() {
+    drop_all
+    if [ -n "${SANDBOX_PERSIST_KEEP_UPGRADE:-}" ]; then echo "outputs kept in $WORK" >&2; else rm -rf "$WORK"; fi
+}
+fail() {
+    echo "upgrade catalogs: $*" >&2
+    echo "summary: upgrade catalogs: error: $*"
+    exit 1
+}
+trap cleanup EXIT
+drop_all
+
+create_db "$FRESH" || fail "could not create $FRESH"
+create_db "$UPGRADED" || fail "could not create $UPGRADED"
+psql_su -c "CREATE ROLE $APP NOLOGIN" || fail "could not create the application role"
+psql -X -q -v ON_ERROR_STOP=1 -d "$FRESH" -c "CREATE EXTENSION sandbox_persist" \
+    || fail "CREATE EXTENSION failed"
+psql -X -q -v ON_ERROR_STOP=1 -d "$UPGRADED" -c "CREATE EXTENSION sandbox_persist VERSION '0.1.0'" \
+    || fail "CREATE EXTENSION ... VERSION '0.1.0' failed"
+psql -X -q -d "$UPGRADED" -v t0="$T0" -v app="$APP" -f "$STORES/populate.sql" >"$WORK/populate.out" 2>&1 \
+    || { cat "$WORK/populate.out"; fail "populating the 0.1.0 database failed"; }
+psql -X -q -v ON_ERROR_STOP=1 -d "$UPGRADED" -c "ALTER EXTENSION sandbox_persist UPDATE" \
+    -c "DROP OWNED BY $APP" || fail "ALTER EXTENSION sandbox_persist UPDATE failed"
+version=$(ext_version "$FRESH")
+[ "$(ext_version "$UPGRADED")" = "$version" ] \
+    || fail "the update reached $(ext_version "$UPGRADED"), a fresh install is $version"
+[ "$(psql -X -A -t -d "$UPGRADED" -c 'SELECT count(*) > 0 FROM sandbox_persist.runs')" = t ] \
+    || fail "the upgraded database holds no runs: populating it did not work"
+
+# normalise: only what is physical, never what is logical (see the header).
+normalise() {
+    sed -E \
+        -e "s/(binary_upgrade_set_next_[a-z_]+)\('[^']*'/\1('<id>'/" \
+        -e "s/(binary_upgrade_set_next_attribute_versions)\('[^']*'/\1('<lsn>'/" \
+        -e "s/^SET relfrozenxid = '[0-9]+', relminmxid = '[0-9]+'$/SET relfrozenxid = '<xid>', relminmxid = '<mxid>'/" \
+        -e "s/^WHERE oid = '[0-9]+';$/WHERE oid = '<toast oid>';/" \
+        -e "s/^(SELECT pg_catalog.setval\('[^']*', )[0-9]+, (true|false)\);$/\1<position>);/" \
+        -e "s/(binary_upgrade_create_empty_extension\('sandbox_persist', '[^']*', (true|false), '[^']*', )'\{[0-9,]*\}'/\1'<oids of the registered tables>'/"
+}
+errors=0
+for db in "$FRESH" "$UPGRADED"; do
+    "$PG_DUMP" "${DUMP_OPTS[@]}" --schema-only -d "$db" -f "$WORK/dump.$db.sql" \
+        || { errors=$((errors + 1)); echo "pg_dump of $db failed" >&2; }
+    "$PG_DUMP" "${DUMP_OPTS[@]}" --schema-only --binary-upgrade -d "$db" -f "$WORK/binary.$db.raw" \
+        || { errors=$((errors + 1)); echo "pg_dump --binary-upgrade of $db failed" >&2; }
+    normalise <"$WORK/binary.$db.raw" >"$WORK/binary.$db.sql"
+    psql -X -d "$db" -f "$HERE/catalog.sql" >"$WORK/catalog.$db.txt" 2>"$WORK/catalog.$db.err" \
+        || { errors=$((errors + 1)); cat "$WORK/catalog.$db.err" >&2; }
+done
+
+# differ NAME FILE_A FILE_B: print the diff, output its number of changed lines.
+differ() {
+    local out
+    out=$(diff -u --label "fresh $version: $1" --label "0.1.0 updated: $1" "$2" "$3" || true)
+    if [ -n "$out" ]; then printf '%s\n' "$out" | head -200 >&2; fi
+    printf '%s\n' "$out" | grep -c '^[-+][^-+]' || true
+}
+d1=$(differ "pg_dump --schema-only" "$WORK/dump.$FRESH.sql" "$WORK/dump.$UPGRADED.sql")
+d2=$(differ "pg_dump --schema-only --binary-upgrade" "$WORK/binary.$FRESH.sql" "$WORK/binary.$UPGRADED.sql")
+d3=$(differ "catalog facts" "$WORK/catalog.$FRESH.txt" "$WORK/catalog.$UPGRADED.txt")
+stray=$(grep -Ec '^(GRANT|REVOKE) ' "$WORK/dump.$FRESH.sql" || true)
+if [ "$stray" -ne 0 ]; then
+    echo "upgrade catalogs: the dump of a fresh install holds $stray GRANT/REVOKE statements:" >&2
+    grep -E '^(GRANT|REVOKE) ' "$WORK/dump.$FRESH.sql" >&2
+fi
+a=$(wc -l <"$WORK/dump.$FRESH.sql")
+b=$(wc -l <"$WORK/binary.$FRESH.sql")
+c=$(wc -l <"$WORK/catalog.$FRESH.txt")
+# Sanity: every comparison saw the extension's objects.
+grep -q 'CREATE EXTENSION IF NOT EXISTS sandbox_persist' "$WORK/dump.$FRESH.sql" || { errors=$((errors + 1)); echo "the dump holds no CREATE EXTENSION" >&2; }
+grep -q 'CREATE FUNCTION sandbox_persist._harden()' "$WORK/binary.$FRESH.sql" || { errors=$((errors + 1)); echo "the binary-upgrade dump holds no functions" >&2; }
+[ "$c" -gt 1000 ] || { errors=$((errors + 1)); echo "catalog.sql gave only $c facts" >&2; }
+differences=$((d1 + d2 + d3 + stray))
+
+elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
+echo "upgrade catalogs: $d1 + $d2 + $d3 differing lines, $stray stray GRANT/REVOKE, $errors errors, ${elapsed} ms"
+echo "summary: upgrade catalogs: fresh $version and 0.1.0 updated: $a dump lines, $b binary-upgrade dump lines, $c catalog facts compared, $differences differences"
+[ "$differences" -eq 0 ] && [ "$errors" -eq 0 ]

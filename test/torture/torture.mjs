@@ -5,7 +5,8 @@
 //
 //   node torture.mjs --short        load, check, self-test (no crash cycles)
 //   node torture.mjs --long         longer load with kill -9 crash cycles
-//   node torture.mjs --self-test    only the self-test: corrupt on purpose, expect each check to fail
+//   node torture.mjs --self-test    a 3 s load, then the self-test: corrupt the database and the
+//                                   call log on purpose and require each check to report it
 //
 // The cluster is the one named by PGHOST/PGPORT/PGUSER/PGDATABASE; crash mode
 // also needs SP_CLUSTER_DIR (data dir $SP_CLUSTER_DIR/data). A private database
@@ -52,23 +53,27 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const sha = (buf) => crypto.createHash('sha256').update(buf).digest('hex');
 
 // ---------------------------------------------------------------------------
-// Clocks. Leases and locks use a virtual clock, strictly increasing in send
-// order and running SPEED times faster than real time, so leases of a few
-// virtual seconds expire while other calls are in flight; occasional jumps
-// expire every lease at once. Blob puts and maintain() use the real clock.
+// Clocks. Leases, locks, blob puts, uploads and maintain() use one virtual
+// clock, strictly increasing in send order and running SPEED times faster
+// than real time, so leases of a few virtual seconds expire while other calls
+// are in flight, and the shortest GC grace and upload expiry (60 s) pass in
+// 3 s of real time; occasional jumps expire every lease at once. maintain()
+// also purges expired lock rows (lock_purge_after = 0) on the same clock.
 // ---------------------------------------------------------------------------
 const SPEED = 20;
 const WRITER_LEASE_MS = 3000;   // virtual: 150 ms real
 const LOCK_TTL_MS = 1000;       // virtual: 50 ms real (the smallest allowed TTL)
-const GC_GRACE_S = 60;          // the smallest blob_gc_grace
-const GC_EFFECTIVE_MS = 2000;   // maintain() runs this close to the grace cutoff
+const GC_GRACE_S = 60;          // the smallest blob_gc_grace and upload_expiry: 3 s real
 const vbase = Date.now();
 let vlast = 0;
 let vskew = 0;
 function vnow() {
-  const v = Math.round(vbase + (Date.now() - vbase) * SPEED) + vskew;
-  vlast = Math.max(vlast + 1, v);
+  vlast = Math.max(vlast + 1, vpeek());
   return vlast;
+}
+// The virtual time now, without advancing it: every later vnow() is larger.
+function vpeek() {
+  return Math.max(vlast, Math.round(vbase + (Date.now() - vbase) * SPEED) + vskew);
 }
 
 // ---------------------------------------------------------------------------
@@ -94,6 +99,9 @@ const EXPECTED_BY_OP = {
   'ckpt.delete_head': ['SP004', 'SP006'],
   'ckpt.fork': ['SP006', 'SP009', 'SP011'],
   'event.append_conflict': ['SP403'],
+  'blob.put_bad_hash': ['SP301'],
+  'blob.upload_append': ['SP302', 'SP303'],
+  'blob.upload_commit': ['SP302'],
 };
 const isExpected = (op, code) => EXPECTED_ANY.includes(code) || (EXPECTED_BY_OP[op] || []).includes(code);
 const CONNECTION_LOST = /^(57P01|57P02|57P03|08\w{3}|ECONNRESET|EPIPE|ECONNREFUSED|ENOENT)$/;
@@ -111,6 +119,7 @@ async function call(cl, op, sql, params, meta = {}) {
     const r = await cl.db.query(sql, params);
     e.a = ++tick;
     e.ta = Date.now();
+    e.va = vpeek();
     e.st = 'ok';
     e.res = r.rows[0] ? r.rows[0].r : undefined;
     stats.acked++;
@@ -199,7 +208,7 @@ async function opCheckpointAppend(cl) {
   // Capture: put the blobs right before the append that references them.
   let putSend = Infinity;
   for (const p of keys) {
-    const ts = Date.now();
+    const ts = vnow();
     const e = await call(cl, 'blob.put_pool', `SELECT ${S}blob_put($1, $2, NULL, $3) AS r`, [p.key, p.body, ts], { key: p.key });
     if (e.st !== 'ok') return;
     putSend = Math.min(putSend, ts);
@@ -278,7 +287,7 @@ async function opBlob(cl) {
     const key = own ? `app/own-${cl.id}-${ri(2)}` : pick(HOT_BLOBS);
     const body = appBody(cl.id, ++cl.n);
     const opts = chance(0.3) ? JSON.stringify({ contentType: 'application/octet-stream', customMetadata: { n: String(cl.n) } }) : null;
-    return call(cl, 'blob.put', `SELECT ${S}blob_put($1, $2, $3, $4) AS r`, [key, body, opts, Date.now()],
+    return call(cl, 'blob.put', `SELECT ${S}blob_put($1, $2, $3, $4) AS r`, [key, body, opts, vnow()],
       { key, hash: sha(body), size: body.length });
   }
   if (r < 0.7) {
@@ -289,14 +298,43 @@ async function opBlob(cl) {
     // garbage: a content-addressed blob nothing references, for maintain() to collect
     const body = Buffer.from(`garbage ${cl.id} ${++cl.n} ${rnd()}`);
     const key = `sandbox-files/sha256/${sha(body)}`;
-    return call(cl, 'blob.put_garbage', `SELECT ${S}blob_put($1, $2, NULL, $3) AS r`, [key, body, Date.now()], { key, hash: sha(body) });
+    return call(cl, 'blob.put_garbage', `SELECT ${S}blob_put($1, $2, NULL, $3) AS r`, [key, body, vnow()], { key, hash: sha(body) });
   }
   const p = pick(POOL);
-  return call(cl, 'blob.head', `SELECT ${S}blob_head($1, $2) AS r`, [p.key, Date.now()], { key: p.key });
+  if (chance(0.2)) {
+    // bytes that do not hash to the content address: SP301, the stored object intact
+    return call(cl, 'blob.put_bad_hash', `SELECT ${S}blob_put($1, $2, NULL, $3) AS r`, [p.key, Buffer.from('not it'), vnow()], { key: p.key });
+  }
+  return call(cl, 'blob.head', `SELECT ${S}blob_head($1, $2) AS r`, [p.key, vnow()], { key: p.key });
+}
+
+// A streamed upload to an owned key: begin, append in pieces (sometimes at a
+// wrong offset: SP303), then commit or abort. maintain() removes uploads idle
+// for the effective expiry, so a stalled uploader may meet SP302.
+async function opUpload(cl) {
+  const key = `app/own-${cl.id}-${ri(2)}`;
+  const body = appBody(cl.id, ++cl.n);
+  const b = await call(cl, 'blob.upload_begin', `SELECT ${S}blob_upload_begin($1, NULL, $2) AS r`, [key, vnow()], { key });
+  if (b.st !== 'ok') return;
+  const id = b.res;
+  const cuts = [0, ...Array.from({ length: ri(3) }, () => ri(body.length + 1)).sort((x, y) => x - y), body.length];
+  for (let i = 0; i + 1 < cuts.length; i++) {
+    if (cuts[i] === cuts[i + 1] && body.length > 0) continue;
+    const at = chance(0.05) ? cuts[i] + 1 : cuts[i];
+    const e = await call(cl, 'blob.upload_append', `SELECT ${S}blob_upload_append($1, $2, $3, $4) AS r`,
+      [id, at, body.subarray(cuts[i], cuts[i + 1]), vnow()], { key, at });
+    if (e.st !== 'ok' && e.code !== 'SP303') return;
+    if (e.st !== 'ok') i--;   // retry at the right offset
+    else if (chance(0.3) && Date.now() % 7 === 0) await sleep(ri(50));
+  }
+  if (chance(0.1)) return;   // abandoned: maintain() removes it
+  if (chance(0.15)) return call(cl, 'blob.upload_abort', `SELECT ${S}blob_upload_abort($1) AS r`, [id], { key });
+  return call(cl, 'blob.upload_commit', `SELECT ${S}blob_upload_commit($1, $2) AS r`, [id, vnow()],
+    { key, hash: sha(body), size: body.length });
 }
 
 async function opMaintain(cl) {
-  const now = Date.now() + GC_GRACE_S * 1000 - GC_EFFECTIVE_MS;
+  const now = vnow();
   const e = await call(cl, 'maintain', `SELECT ${S}maintain($1, $2) AS r`, [pick([5, 50, 500]), now], { now });
   if (e.st === 'ok') {
     const s = parsed(e);
@@ -418,7 +456,7 @@ async function opMetadata(cl) {
 
 const MIX = [
   [opCheckpointAppend, 22], [opCheckpointDeleteHead, 7], [opCheckpointLease, 12], [opFork, 3],
-  [opBlob, 12], [opRun, 10], [opLock, 12], [opEventLog, 14], [opInterrupt, 4], [opMetadata, 4],
+  [opBlob, 12], [opUpload, 3], [opRun, 10], [opLock, 12], [opEventLog, 14], [opInterrupt, 4], [opMetadata, 4],
 ];
 const MIX_TOTAL = MIX.reduce((s, [, w]) => s + w, 0);
 function pickOp() {
@@ -553,14 +591,15 @@ const CHECKS = {
 
   // No referenced blob was deleted, and every blob's chunks cover its size.
   // A key is excused only when the capture that put it waited longer than the
-  // effective GC grace before its append was answered (the documented race).
+  // GC grace (virtual clock) before its append was answered: the documented race.
   async referenced_blobs_present(db) {
     const v = [];
     const missing = await rows(db, `SELECT DISTINCT r.blob_key FROM ${T}checkpoint_blob_refs r
         WHERE NOT EXISTS (SELECT 1 FROM ${T}blobs b WHERE b.blob_key = r.blob_key)`);
     for (const { blob_key: key } of missing) {
-      const excuse = log.some((e) => e.op === 'ckpt.append' && e.meta.keys && e.meta.keys.includes(key)
-        && ((e.ta ?? Date.now()) - e.meta.putSend >= GC_EFFECTIVE_MS));
+      const excuse = !selfTesting && log.some((e) => e.op === 'ckpt.append' && (e.st === 'ok' || e.st === 'indet')
+        && e.meta.keys && e.meta.keys.includes(key)
+        && ((e.va ?? vpeek()) - e.meta.putSend >= GC_GRACE_S * 1000));
       if (excuse) stats.excused++;
       else v.push(`referenced blob ${key} is missing`);
     }
@@ -742,8 +781,9 @@ const CHECKS = {
     // final state is the last answered write, or the write in flight at a crash.
     const owned = (op) => (e) => e.c !== 0 && (e.st === 'ok' || e.st === 'indet') && e.op.startsWith(op);
     const blobs = new Map();
-    for (const e of log.filter(owned('blob.')).filter((e) => e.meta.key && e.meta.key.startsWith('app/own-'))) {
-      const state = e.op === 'blob.put' ? e.meta.hash : null;
+    const writes = ['blob.put', 'blob.delete', 'blob.upload_commit'];
+    for (const e of log.filter(owned('blob.')).filter((e) => writes.includes(e.op) && e.meta.key.startsWith('app/own-'))) {
+      const state = e.op === 'blob.delete' ? null : e.meta.hash;
       const prev = blobs.get(e.meta.key) ?? { ok: [undefined] };
       blobs.set(e.meta.key, e.st === 'ok' ? { ok: [state] } : { ok: [...prev.ok, state] });
     }
@@ -797,7 +837,9 @@ async function runChecks(db, label) {
 // Self-test: corrupt the database (inside a transaction that is rolled back)
 // and the call log (restored afterwards), and require each check to fail.
 // ---------------------------------------------------------------------------
+let selfTesting = false;
 async function selfTest() {
+  selfTesting = true;
   const db = await connect(DB);
   const cases = [
     ['blob_reference_rows', `DELETE FROM ${T}checkpoint_blob_refs WHERE ctid = (SELECT min(ctid) FROM ${T}checkpoint_blob_refs)`],
@@ -812,7 +854,12 @@ async function selfTest() {
     ['writer_fences_monotonic', `UPDATE ${T}checkpoint_threads SET fence = 0`],
     ['lock_fences', `SELECT setval('${T}lock_fences', 1)`],
     ['run_claim_epochs', `UPDATE ${T}runs SET driver_epoch = NULL`],
-    ['acknowledged_writes_present', `DELETE FROM ${T}event_log_entries WHERE false; DELETE FROM ${T}runs`],
+    ['acknowledged_writes_present', `DELETE FROM ${T}runs`],
+    ['acknowledged_writes_present', `UPDATE ${T}metadata SET value = '{"forged":true}' WHERE namespace LIKE 'own-%'`],
+    ['acknowledged_writes_present', `UPDATE ${T}interrupts SET status = 'pending', resolved_at = NULL`],
+    ['acknowledged_writes_present', `UPDATE ${T}checkpoints SET files = '[]' WHERE checkpoint_id LIKE 'cp-%'`],
+    ['acknowledged_writes_present', `DELETE FROM ${T}blobs WHERE blob_key LIKE 'app/own-%'`],
+    ['event_log_offsets', `DELETE FROM ${T}event_log_entries WHERE (log_id, seq) IN (SELECT log_id, max(seq) FROM ${T}event_log_entries GROUP BY 1)`],
   ];
   // Corruptions of the call log: a stale writer's append accepted after a takeover,
   // a lock fence handed out twice.
@@ -834,16 +881,19 @@ async function selfTest() {
     await db.query(sql);
     const n = (await CHECKS[check](db)).length;
     await db.query('ROLLBACK');
-    if (n > 0) caught++; else { missed++; console.log(`  self-test: ${check} did not notice: ${sql.slice(0, 100)}`); }
+    if (n > 0) caught++; else missed++;
+    console.log(`  self-test: ${check} ${n > 0 ? `reports ${n}` : 'DID NOT NOTICE'}: ${sql.replace(/\s+/g, ' ').slice(0, 110)}`);
   }
   for (const [check, corrupt] of logCases) {
     const len = log.length;
     corrupt();
     const n = (await CHECKS[check](db)).length;
     log.length = len;
-    if (n > 0) caught++; else { missed++; console.log(`  self-test: ${check} did not notice a forged log entry`); }
+    if (n > 0) caught++; else missed++;
+    console.log(`  self-test: ${check} ${n > 0 ? `reports ${n}` : 'DID NOT NOTICE'}: a forged call-log entry`);
   }
   await db.end();
+  selfTesting = false;
   console.log(`self-test: ${caught} of ${caught + missed} corruptions detected`);
   return missed;
 }
@@ -912,6 +962,8 @@ async function setupDatabase() {
   await admin.query(`ALTER DATABASE ${DB} SET sandbox_persist.allow_client_clock = on`);
   await admin.query(`ALTER DATABASE ${DB} SET sandbox_persist.blob_gc_grace = '${GC_GRACE_S}s'`);
   await admin.query(`ALTER DATABASE ${DB} SET sandbox_persist.blob_chunk_size = '8kB'`);
+  await admin.query(`ALTER DATABASE ${DB} SET sandbox_persist.upload_expiry = '${GC_GRACE_S}s'`);
+  await admin.query(`ALTER DATABASE ${DB} SET sandbox_persist.lock_purge_after = 0`);
   await admin.end();
   const db = await connect(DB);
   await db.query('CREATE EXTENSION sandbox_persist');

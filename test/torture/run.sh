@@ -7,10 +7,11 @@
 # on (--seed N, --clients N, --load-ms N, --cycles N). Ends with one summary line.
 set -euo pipefail
 cd "$(dirname "$0")"
-if [ -z "${SP_CLUSTER_DIR:-}" ] && [ -f ../../.cluster/env ]; then
-    # shellcheck disable=SC1091
-    . ../../.cluster/env
-    export SP_CLUSTER_DIR
+# Crash cycles need the cluster directory; the cluster env file names it
+# (callers that source that file do not export it).
+env_file="${SANDBOX_PERSIST_STATE:-$(cd ../.. && pwd)/.cluster}/env"
+if [ -z "${SP_CLUSTER_DIR:-}" ] && [ -f "$env_file" ]; then
+    SP_CLUSTER_DIR=$(sed -n "s/^SP_CLUSTER_DIR='\(.*\)'\$/\1/p" "$env_file")
 fi
 export SP_CLUSTER_DIR="${SP_CLUSTER_DIR:-}"
 npm ci --prefer-offline --no-audit --no-fund --loglevel=error >/dev/null

@@ -1002,6 +1002,7 @@ async function main() {
   }
   for (let cycle = 1; cycle <= CYCLES; cycle++) {
     const signal = { stop: false };
+    const inflightBefore = log.filter((e) => e.st === 'indet').length;
     const delay = 1500 + ri(6500);
     const load = runLoad(60000, clients, signal);
     await sleep(delay);
@@ -1012,7 +1013,8 @@ async function main() {
     // flight (or sent after the kill) that may or may not have committed.
     await load;
     if (process.env.SP_TORTURE_DEBUG) console.log(`debug: load ended; ops so far ${log.length}`);
-    console.log(`crash cycle ${cycle}: killed postmaster ${pid} after ${delay} ms; ${log.filter((e) => e.st === 'indet').length} calls in flight so far`);
+    const inflight = log.filter((e) => e.st === 'indet').length;
+    console.log(`crash cycle ${cycle}: killed postmaster ${pid} after ${delay} ms of load; ${inflight - inflightBefore} calls in flight or sent after the kill`);
     await restartServer();
     crashing = false;
     cycles++;

@@ -8,9 +8,19 @@
 //   node torture.mjs --self-test    a 3 s load, then the self-test: corrupt the database and the
 //                                   call log on purpose and require each check to report it
 //
-// The cluster is the one named by PGHOST/PGPORT/PGUSER/PGDATABASE; crash mode
-// also needs SP_CLUSTER_DIR (data dir $SP_CLUSTER_DIR/data). A private database
-// is created and dropped at the end.
+// Options: --seed N (the random mix; timing still varies), --clients N,
+// --load-ms N, --cycles N. The cluster is the one named by
+// PGHOST/PGPORT/PGUSER/PGDATABASE; crash mode also needs SP_CLUSTER_DIR (data
+// dir $SP_CLUSTER_DIR/data; pg_ctl from $(pg_config --bindir), PG_CONFIG
+// honoured). A private database (sp_torture, or $SP_TORTURE_DB) is created
+// and dropped at the end. SP_TORTURE_SYNCHRONOUS_COMMIT=off runs the crash
+// cycles without synchronous commit, which shows that the checker notices
+// lost acknowledged commits; SP_TORTURE_DEBUG=1 prints every error.
+//
+// Expected contract errors (per operation, EXPECTED_BY_OP) are counted; any
+// other error, or a lost connection outside a planned crash, is a failure.
+// Calls in flight at a planned crash may or may not have committed, and the
+// checks accept both outcomes for them.
 
 import pg from 'pg';
 import crypto from 'node:crypto';

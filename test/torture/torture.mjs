@@ -451,6 +451,34 @@ async function opEventLog(cl) {
   return e;
 }
 
+// A reader follows a log from its cursor, as the adapter does: every read must
+// continue exactly where the last one stopped (commit order = offset order, so
+// no later offset is visible before an earlier one), and an offset, once
+// seen, always holds the same chunk.
+const seenChunks = new Map();
+const readerViolations = [];
+async function opEventRead(cl) {
+  const run = pick(EVENT_LOGS);
+  const after = cl.cursors[run] ?? 0;
+  const e = await call(cl, 'event.read', `SELECT ${S}event_log_read($1, $2, $3) AS r`, [run, after, 1 + ri(50)], { run, after });
+  if (e.st === 'ok') followRead(cl, run, after, parsed(e));
+  return e;
+}
+// Check one read result against the cursor and what earlier reads saw.
+function followRead(cl, run, after, out) {
+  let next = after + 1;
+  for (const { seq, chunk } of out.entries) {
+    if (seq !== next) readerViolations.push(`log ${run}: read after ${after} gave offset ${seq} where ${next} was due`);
+    next = seq + 1;
+    const k = `${run}/${seq}`;
+    const text = JSON.stringify(chunk);
+    if (seenChunks.has(k) && seenChunks.get(k) !== text) readerViolations.push(`log ${run}: offset ${seq} changed`);
+    seenChunks.set(k, text);
+  }
+  if (out.tail < next - 1) readerViolations.push(`log ${run}: tail ${out.tail} below offset ${next - 1} in the same read`);
+  cl.cursors[run] = next - 1;
+}
+
 async function opInterrupt(cl) {
   const r = rnd();
   if (r < 0.4 || INTERRUPTS.length === 0) {
@@ -481,7 +509,8 @@ async function opMetadata(cl) {
 
 const MIX = [
   [opCheckpointAppend, 22], [opCheckpointDeleteHead, 7], [opCheckpointLease, 12], [opFork, 3],
-  [opBlob, 12], [opUpload, 3], [opRun, 10], [opLock, 12], [opEventLog, 14], [opInterrupt, 4], [opMetadata, 4],
+  [opBlob, 12], [opUpload, 3], [opRun, 10], [opLock, 12], [opEventLog, 14], [opEventRead, 6], [opInterrupt, 4],
+  [opMetadata, 4],
 ];
 const MIX_TOTAL = MIX.reduce((s, [, w]) => s + w, 0);
 function pickOp() {
@@ -536,7 +565,7 @@ async function runLoad(ms, clients, stopSignal) {
 
 function makeClients(n) {
   return Array.from({ length: n + 1 }, (_, id) => ({
-    id, n: 0, writers: {}, lastHead: {}, locks: {}, pseq: 0, producer: crypto.randomUUID(),
+    id, n: 0, writers: {}, lastHead: {}, locks: {}, cursors: {}, pseq: 0, producer: crypto.randomUUID(),
     lastAppend: null, retryAfterCrash: null, inflight: null,
   }));
 }
@@ -726,7 +755,13 @@ const CHECKS = {
     return v;
   },
 
-  // Lock fences: unique, increasing in real time per key, holders never overlap.
+  // What readers saw while following the logs during the load (opEventRead).
+  async event_log_reads() {
+    return [...readerViolations];
+  },
+
+  // Lock fences: unique; per key increasing in real time and in grant order,
+  // and holders never overlap.
   async lock_fences(db) {
     const v = [];
     const acqs = acked('lock.acquire').filter((e) => e.res !== null);
@@ -762,8 +797,13 @@ const CHECKS = {
         const purged = !freed && exps.get(a.meta.fence) > b.meta.vt
           && purges.some((m) => m.meta.now > exps.get(a.meta.fence) && m.s < b.a);
         if (purged) stats.purgeTakeovers++;
+        // Fence a did not end before fence b was granted, so either both were
+        // held at once or b was granted (and ended) before a: a later grant
+        // with a smaller fence. Both break the lock contract.
         if (!freed && !purged && exps.get(a.meta.fence) > b.meta.vt)
-          v.push(`lock ${key}: fence ${b.meta.fence} acquired at ${b.meta.vt} while fence ${a.meta.fence} held it until ${exps.get(a.meta.fence)}`);
+          v.push(`lock ${key}: fence ${a.meta.fence} (acquired at ${a.meta.vt}, held until ${exps.get(a.meta.fence)}, no release answered`
+            + ` before fence ${b.meta.fence} was) and fence ${b.meta.fence} (acquired at ${b.meta.vt}): both held at once,`
+            + ` or ${b.meta.fence} was granted first and the later grant got the smaller fence`);
       }
     }
     const [seq] = await rows(db, `SELECT last_value FROM ${T}lock_fences`);
@@ -912,6 +952,13 @@ async function selfTest() {
       log.push({ i: log.length, c: 99, op: 'ckpt.append', st: 'ok', s: g.a + 1, a: g.a + 2, ta: Date.now(),
         meta: { thread: g.meta.thread, id: 'forged', fence: g.meta.fence - 1, vt: g.meta.vt + 1, keys: [] } });
     }],
+    ['event_log_reads', () => {
+      // a read that skips an offset, and one that changes a seen chunk
+      const k = [...seenChunks.keys()][0];
+      const [run, seq] = [k.split('/')[0], Number(k.split('/')[1])];
+      followRead({ cursors: {} }, run, seq - 1, { tail: seq + 1, entries: [{ seq: seq + 1, chunk: { forged: true } }] });
+      followRead({ cursors: {} }, run, seq - 1, { tail: seq, entries: [{ seq, chunk: { forged: true } }] });
+    }],
     ['lock_fences', () => {
       const g = acked('lock.acquire').find((e) => e.res !== null);
       log.push({ ...g, i: log.length, s: tick + 1, a: tick + 2, meta: { ...g.meta } });
@@ -929,9 +976,14 @@ async function selfTest() {
   }
   for (const [check, corrupt] of logCases) {
     const len = log.length;
+    const rlen = readerViolations.length;
+    const seen = new Map(seenChunks);
     corrupt();
-    const n = (await CHECKS[check](db)).length;
+    const n = (await CHECKS[check](db)).length - (check === 'event_log_reads' ? rlen : 0);
     log.length = len;
+    readerViolations.length = rlen;
+    seenChunks.clear();
+    for (const [k, v] of seen) seenChunks.set(k, v);
     if (n > 0) caught++; else missed++;
     console.log(`  self-test: ${check} ${n > 0 ? `reports ${n}` : 'DID NOT NOTICE'}: a forged call-log entry`);
   }

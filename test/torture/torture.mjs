@@ -420,6 +420,20 @@ async function opLock(cl) {
   return e;
 }
 
+// A short critical section on one hot key with a long TTL: acquire, then
+// release at once. Every grant is then ordered by the releases alone, so any
+// two grants whose fences are out of grant order show up in lock_fences.
+async function opLockChurn(cl) {
+  const key = 'lk-hot';
+  const vt = vnow();
+  const e = await call(cl, 'lock.acquire', `SELECT ${S}lock_acquire($1, $2, $3) AS r`, [key, 60000, vt], { key, vt });
+  if (e.st !== 'ok' || e.res === null) return e;
+  const l = parsed(e);
+  e.meta.fence = l.fence;
+  e.meta.exp = l.expiresAt;
+  return call(cl, 'lock.release', `SELECT ${S}lock_release($1, $2) AS r`, [key, l.ownerToken], { key, fence: l.fence });
+}
+
 async function eventAppend(cl, run, chunks, pseq, prev) {
   const opts = JSON.stringify({ producerId: cl.producer, producerSeq: pseq });
   const e = await call(cl, 'event.append', `SELECT ${S}event_log_append($1, $2, $3) AS r`,
@@ -509,7 +523,7 @@ async function opMetadata(cl) {
 
 const MIX = [
   [opCheckpointAppend, 22], [opCheckpointDeleteHead, 7], [opCheckpointLease, 12], [opFork, 3],
-  [opBlob, 12], [opUpload, 3], [opRun, 10], [opLock, 12], [opEventLog, 14], [opEventRead, 6], [opInterrupt, 4],
+  [opBlob, 12], [opUpload, 3], [opRun, 10], [opLock, 12], [opLockChurn, 10], [opEventLog, 14], [opEventRead, 6], [opInterrupt, 4],
   [opMetadata, 4],
 ];
 const MIX_TOTAL = MIX.reduce((s, [, w]) => s + w, 0);

@@ -601,6 +601,23 @@ const byKey = (arr, f) => {
   return m;
 };
 const acked = (op) => log.filter((e) => e.op === op && e.st === 'ok');
+// Real-time precedence: a call answered before another was sent must carry
+// the smaller value. One sweep in send order over the calls answered so far.
+function precedence(list, valueOf, describe) {
+  const v = [];
+  const bySend = [...list].sort((x, y) => x.s - y.s);
+  const byAnswer = [...list].sort((x, y) => x.a - y.a);
+  let k = 0;
+  let best = null;
+  for (const e of bySend) {
+    while (k < byAnswer.length && byAnswer[k].a < e.s) {
+      if (best === null || valueOf(byAnswer[k]) > valueOf(best)) best = byAnswer[k];
+      k++;
+    }
+    if (best !== null && valueOf(best) >= valueOf(e)) v.push(describe(best, e));
+  }
+  return v;
+}
 const maybe = (op) => log.filter((e) => e.op === op && (e.st === 'ok' || e.st === 'indet'));
 
 const CHECKS = {
@@ -694,13 +711,8 @@ const CHECKS = {
     for (const [thread, acqs] of byKey(acked('ckpt.acquire'), (e) => e.meta.thread)) {
       const fences = acqs.map((e) => e.meta.fence);
       if (new Set(fences).size !== fences.length) v.push(`thread ${thread}: a writer fence was handed out twice`);
-      const sorted = [...acqs].sort((a, b) => a.s - b.s);
-      for (let i = 0; i < sorted.length; i++) {
-        for (let j = i + 1; j < sorted.length; j++) {
-          if (sorted[i].a < sorted[j].s && sorted[i].meta.fence >= sorted[j].meta.fence)
-            v.push(`thread ${thread}: fence ${sorted[j].meta.fence} acquired after fence ${sorted[i].meta.fence} was answered`);
-        }
-      }
+      v.push(...precedence(acqs, (e) => e.meta.fence,
+        (x, y) => `thread ${thread}: fence ${y.meta.fence} acquired after fence ${x.meta.fence} was answered`));
       const max = Math.max(...fences);
       if (!(rowsF.get(thread) >= max)) v.push(`thread ${thread}: stored fence ${rowsF.get(thread)} below answered fence ${max}`);
     }
@@ -795,11 +807,8 @@ const CHECKS = {
     const released = log.filter((e) => e.op === 'lock.release' && (e.st === 'indet' || (e.st === 'ok' && e.res === true)));
     const purges = maybe('maintain');
     for (const [key, list] of byKey(acqs, (e) => e.meta.key)) {
-      const sorted = [...list].sort((a, b) => a.s - b.s);
-      for (let i = 0; i < sorted.length; i++)
-        for (let j = i + 1; j < sorted.length; j++)
-          if (sorted[i].a < sorted[j].s && sorted[i].meta.fence >= sorted[j].meta.fence)
-            v.push(`lock ${key}: fence ${sorted[j].meta.fence} acquired after fence ${sorted[i].meta.fence} was answered`);
+      v.push(...precedence(list, (e) => e.meta.fence,
+        (x, y) => `lock ${key}: fence ${y.meta.fence} acquired after fence ${x.meta.fence} was answered`));
       const byFence = [...list].sort((a, b) => a.meta.fence - b.meta.fence);
       for (let i = 0; i + 1 < byFence.length; i++) {
         const a = byFence[i];
@@ -830,13 +839,10 @@ const CHECKS = {
     const v = [];
     const stored = new Map((await rows(db, `SELECT run_id, driver_epoch FROM ${T}runs`)).map((r) => [r.run_id, r.driver_epoch === null ? null : Number(r.driver_epoch)]));
     for (const [run, list] of byKey(acked('run.claim').filter((e) => e.meta.outcome === 'claimed'), (e) => e.meta.run)) {
-      const sorted = [...list].sort((a, b) => a.s - b.s);
-      const eps = sorted.map((e) => e.meta.epoch);
+      const eps = list.map((e) => e.meta.epoch);
       if (new Set(eps).size !== eps.length) v.push(`run ${run}: an epoch was claimed twice`);
-      for (let i = 0; i < sorted.length; i++)
-        for (let j = i + 1; j < sorted.length; j++)
-          if (sorted[i].a < sorted[j].s && sorted[i].meta.epoch >= sorted[j].meta.epoch)
-            v.push(`run ${run}: epoch ${sorted[j].meta.epoch} claimed after ${sorted[i].meta.epoch}`);
+      v.push(...precedence(list, (e) => e.meta.epoch,
+        (x, y) => `run ${run}: epoch ${y.meta.epoch} claimed after ${x.meta.epoch} was answered`));
       if (!(stored.get(run) >= Math.max(...eps))) v.push(`run ${run}: stored epoch ${stored.get(run)} below claimed ${Math.max(...eps)}`);
     }
     return v;
@@ -918,13 +924,18 @@ async function runChecks(db, label) {
   stats.excused = 0;
   stats.purgeTakeovers = 0;
   const results = {};
-  for (const [name, f] of Object.entries(CHECKS)) results[name] = await f(db);
+  const took = {};
+  for (const [name, f] of Object.entries(CHECKS)) {
+    const t = Date.now();
+    results[name] = await f(db);
+    took[name] = Date.now() - t;
+  }
   const total = Object.values(results).reduce((s, r) => s + r.length, 0);
   console.log(`checker (${label}): ${Object.keys(CHECKS).length} checks, ${total} violations, ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   stats.lastExcused = stats.excused;
   stats.lastPurgeTakeovers = stats.purgeTakeovers;
   for (const [name, r] of Object.entries(results)) {
-    console.log(`  ${name}: ${r.length}`);
+    console.log(`  ${name}: ${r.length}${took[name] >= 1000 ? ` (${(took[name] / 1000).toFixed(1)} s)` : ''}`);
     for (const x of r.slice(0, 5)) console.log(`    - ${x}`);
   }
   return { results, total };
@@ -980,26 +991,29 @@ async function selfTest() {
   ];
   let missed = 0;
   let caught = 0;
+  // Each corruption must add violations to what the check reports without it.
+  const baseline = {};
+  for (const name of Object.keys(CHECKS)) baseline[name] = (await CHECKS[name](db)).length;
   for (const [check, sql] of cases) {
     await db.query('BEGIN');
     await db.query(sql);
-    const n = (await CHECKS[check](db)).length;
+    const n = (await CHECKS[check](db)).length - baseline[check];
     await db.query('ROLLBACK');
     if (n > 0) caught++; else missed++;
-    console.log(`  self-test: ${check} ${n > 0 ? `reports ${n}` : 'DID NOT NOTICE'}: ${sql.replace(/\s+/g, ' ').slice(0, 110)}`);
+    console.log(`  self-test: ${check} ${n > 0 ? `reports ${n} more` : 'DID NOT NOTICE'}: ${sql.replace(/\s+/g, ' ').slice(0, 110)}`);
   }
   for (const [check, corrupt] of logCases) {
     const len = log.length;
     const rlen = readerViolations.length;
     const seen = new Map(seenChunks);
     corrupt();
-    const n = (await CHECKS[check](db)).length - (check === 'event_log_reads' ? rlen : 0);
+    const n = (await CHECKS[check](db)).length - baseline[check];
     log.length = len;
     readerViolations.length = rlen;
     seenChunks.clear();
     for (const [k, v] of seen) seenChunks.set(k, v);
     if (n > 0) caught++; else missed++;
-    console.log(`  self-test: ${check} ${n > 0 ? `reports ${n}` : 'DID NOT NOTICE'}: a forged call-log entry`);
+    console.log(`  self-test: ${check} ${n > 0 ? `reports ${n} more` : 'DID NOT NOTICE'}: a forged call-log entry`);
   }
   await db.end();
   selfTesting = false;

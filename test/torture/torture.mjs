@@ -804,7 +804,8 @@ const CHECKS = {
         else if (renewed.has(l.key)) bump(l.fence, renewed.get(l.key));
       }
     }
-    const released = log.filter((e) => e.op === 'lock.release' && (e.st === 'indet' || (e.st === 'ok' && e.res === true)));
+    const released = byKey(log.filter((e) => e.op === 'lock.release' && (e.st === 'indet' || (e.st === 'ok' && e.res === true))),
+      (e) => `${e.meta.key}/${e.meta.fence}`);
     const purges = maybe('maintain');
     for (const [key, list] of byKey(acqs, (e) => e.meta.key)) {
       v.push(...precedence(list, (e) => e.meta.fence,
@@ -813,7 +814,7 @@ const CHECKS = {
       for (let i = 0; i + 1 < byFence.length; i++) {
         const a = byFence[i];
         const b = byFence[i + 1];
-        const freed = released.some((r) => r.meta.key === key && r.meta.fence === a.meta.fence && r.s < b.a);
+        const freed = (released.get(`${key}/${a.meta.fence}`) ?? []).some((r) => r.s < b.a);
         // maintain() purges rows expired on its own clock; an acquisition sent
         // earlier (with an older now_ms) that runs after such a purge finds the
         // key free. With the server clock its now would be the later one.

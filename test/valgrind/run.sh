@@ -33,9 +33,12 @@
 # (whose writes valgrind checks for uninitialised bytes), and shared_buffers
 # is small so pages are written out and read back.
 #
-# Usage: test/valgrind/run.sh [--keep] [SUITE ...]
+# Usage: test/valgrind/run.sh [--keep] [--all | SUITE ...]
 #        test/valgrind/run.sh --logs DIR
-#   SUITE       a pgTAP file name under test/pgtap (default: all but zz_cron)
+#   SUITE       a pgTAP file name under test/pgtap, or "regress" (pg_regress,
+#               test/sql) or "isolation" (test/specs); default: every pgTAP
+#               file but zz_cron, and regress
+#   --all       the default suites and isolation
 #   --keep      keep the temp directory (logs, cluster files) even when clean
 #   --logs DIR  only read the logs that a kept run left in DIR
 # Environment: PG_CONFIG (the install to build against and overlay);
@@ -54,15 +57,20 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT" || exit 1
 
 # Every pgTAP suite but zz_cron.sql, which only waits for the pg_cron
-# scheduler to fire and reaches no C path of ours. The C parsing, validation
-# and blob paths are in checkpoint_validation, messages, blobs, blob_storage,
-# checkpoints, fork and event_log; the others cover the remaining stores. All
-# of them take about 5 minutes under valgrind on a shared 2-core machine.
+# scheduler to fire and reaches no C path of ours, then "regress" (the
+# pg_regress files in test/sql). The C parsing, validation and blob paths are
+# in checkpoint_validation, messages, blobs, blob_storage, checkpoints, fork
+# and event_log; the others cover the remaining stores. "isolation" (the
+# concurrency specs in test/specs, every session a new backend under
+# valgrind) is added by --all. Measured on the shared 2-core machine: 5 to 7
+# minutes for the default set, 8 to 12 more for the isolation specs (the
+# spread is the machine's load).
 DEFAULT_SUITES=()
 for f in test/pgtap/*.sql; do
     name=$(basename "$f" .sql)
     [ "$name" = zz_cron ] || DEFAULT_SUITES+=("$name")
 done
+DEFAULT_SUITES+=(regress)
 
 KEEP=0
 LOGS_ONLY=
@@ -72,8 +80,9 @@ while [ $# -gt 0 ]; do
     shift
     case "$arg" in
         --keep) KEEP=1 ;;
+        --all) SUITES+=("${DEFAULT_SUITES[@]}" isolation) ;;
         --logs) LOGS_ONLY=${1:?--logs needs a directory}; shift ;;
-        -h|--help) sed -n '2,52p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,54p' "$0"; exit 0 ;;
         -*) echo "unknown option: $arg" >&2; exit 2 ;;
         *) SUITES+=("${arg%.sql}") ;;
     esac
@@ -237,12 +246,44 @@ CONF
     [ "$loaded" = "$OVL_LIB" ] || fail_setup "the server uses $loaded, not the overlay $OVL_LIB"
 }
 
-# run_suites: each suite in turn with pg_prove, timed.
+# regress_suite KIND: pg_regress ("regress") or pg_isolation_regress
+# ("isolation") on a copy of test/ and expected/ in $WORK/regress, so the
+# checkout's results/ and output_iso/ stay untouched. Prints the diffs when
+# a test fails.
+# shellcheck disable=SC2317  # invoked through run_suites' command array
+regress_suite() {
+    local kind=$1 tool out tests=() f
+    local pgxs_dir
+    pgxs_dir=$(dirname "$("$PG_CONFIG" --pgxs)")/../..
+    mkdir -p "$WORK/regress"
+    [ -d "$WORK/regress/test" ] || cp -r test expected "$WORK/regress/"
+    if [ "$kind" = regress ]; then
+        tool="$pgxs_dir/src/test/regress/pg_regress"
+        out="$WORK/regress"
+        for f in test/sql/*.sql; do tests+=("$(basename "$f" .sql)"); done
+    else
+        tool="$pgxs_dir/src/test/isolation/pg_isolation_regress"
+        out="$WORK/regress/output_iso"
+        for f in test/specs/*.spec; do tests+=("$(basename "$f" .spec)"); done
+    fi
+    if "$tool" --inputdir="$WORK/regress/test" --outputdir="$out" --bindir="$BINDIR" \
+        --load-extension=sandbox_persist --dbname="sp_valgrind_$kind" "${tests[@]}"; then
+        return 0
+    fi
+    cat "$out/regression.diffs" 2>/dev/null
+    return 1
+}
+
+# run_suites: each suite in turn (pg_prove for the pgTAP files), timed.
 run_suites() {
-    local s f start status
+    local s f start status cmd
     for s in "${SUITES[@]}"; do
         f="test/pgtap/$s.sql"
-        if [ ! -f "$f" ]; then
+        if [ "$s" = regress ] || [ "$s" = isolation ]; then
+            cmd=(regress_suite "$s")
+        elif [ -f "$f" ]; then
+            cmd=(pg_prove -f -d "$DB" "$f")
+        else
             echo "no such suite: $f" >&2
             suite_failures=$((suite_failures + 1))
             continue
@@ -250,7 +291,7 @@ run_suites() {
         start=$(date +%s)
         echo "== $s"
         wait_ready || echo "the server is not accepting connections" >&2
-        if pg_prove -f -d "$DB" "$f"; then
+        if "${cmd[@]}"; then
             status=ok
         else
             status=FAILED

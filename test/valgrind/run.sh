@@ -99,8 +99,12 @@ FAILED=1
 ran=0
 suite_failures=0
 
-# summary S P E O Q: the closing line.
+# summary S P E O Q: the closing line; it says first where the temp directory
+# stays when it is kept (cleanup removes it otherwise).
 summary() {
+    if [ -n "$WORK" ] && [ -d "$WORK" ] && { [ "$KEEP" = 1 ] || [ "$FAILED" != 0 ]; }; then
+        echo "valgrind logs and cluster files kept in $WORK"
+    fi
     echo "summary: valgrind: $1 suites run, $2 backend processes checked," \
         "$3 errors in sandbox_persist frames, $4 other errors (suppressed: $5)"
 }
@@ -126,10 +130,7 @@ cleanup() {
         as_postgres "$BINDIR/pg_ctl" -D "$WORK/data" -m immediate -w stop >/dev/null 2>&1 || true
         wait "$SERVER_PID" 2>/dev/null || true
     fi
-    [ -n "$WORK" ] && [ -d "$WORK" ] || return 0
-    if [ "$KEEP" = 1 ] || [ "$FAILED" != 0 ]; then
-        echo "valgrind logs and cluster files kept in $WORK"
-    else
+    if [ -n "$WORK" ] && [ -d "$WORK" ] && [ "$KEEP" != 1 ] && [ "$FAILED" = 0 ]; then
         rm -rf "$WORK"
     fi
 }

@@ -2,10 +2,11 @@
  * maintenance.c
  *
  * maintain(): the bounded, idempotent housekeeping pg_cron runs every minute
- * (durable-runs.md section 7). It does only the SAFE actions A1-A9: delete
+ * (durable-runs.md section 7). It does only the SAFE actions A1-A10: delete
  * unreferenced content-addressed blobs past their grace, abandoned uploads,
  * long-expired lock rows, closed logs past retention and (when enabled) old
- * terminal runs; close the logs of finished runs; wake the application's
+ * terminal runs; close the logs of finished runs; end the logs whose producer
+ * is gone with a terminal RUN_ERROR chunk (A10); wake the application's
  * reaper; record watchdog items. It never changes a run, a checkpoint, a
  * transcript, a head, a lease or an instance row.
  *
@@ -14,6 +15,13 @@
  * double-count) and re-checks its condition in the deleting statement. A
  * short lock_timeout, set by the function's own SET clause (so it ends with
  * the call), guards the rest. Each action handles at most max_rows rows per call.
+ *
+ * A10 takes the log row lock that every append holds until commit (event_log.c),
+ * so an append in flight makes maintenance skip that log, and an append that
+ * waited for A10 appends after the close (counted as appends_after_close, or
+ * reopening the log under event_log_reopen_on_append). The liveness test reads
+ * runs and locks without locking them: a driver that takes run-driver:<runId>
+ * after that read and appends is such an append after close.
  */
 #include "postgres.h"
 
@@ -89,6 +97,31 @@ static SpQuery maint_close_logs = {
 	" UPDATE sandbox_persist.event_logs l SET closed_at = $3 FROM c"
 	" WHERE l.log_id = c.log_id AND l.closed_at IS NULL RETURNING l.log_id",
 	3, {INT8OID, INT8OID, INT8OID}
+};
+
+/*
+ * A10: open logs with no append before $1 whose producer is gone: the run is
+ * unrecorded or running (terminal runs are A4's, interrupted runs wait for a
+ * person), and no run-driver:<runId> lock is held and unexpired at $3. The
+ * terminal chunk ($4 the message) takes the next sequence number; closing and
+ * appending happen under the log row lock, as an append does. last_append_at
+ * keeps the producer's last append (the watchdog's invisible_run reads it).
+ */
+static SpQuery maint_lost_logs = {
+	"WITH c AS (SELECT l.log_id, l.run_id, l.tail_seq FROM sandbox_persist.event_logs l"
+	"  WHERE l.closed_at IS NULL AND l.last_append_at < $1"
+	"    AND NOT EXISTS (SELECT 1 FROM sandbox_persist.runs r"
+	"                    WHERE r.run_id = l.run_id AND r.status <> 'running')"
+	"    AND NOT EXISTS (SELECT 1 FROM sandbox_persist.locks k"
+	"                    WHERE k.lock_key = 'run-driver:' || l.run_id AND k.expires_at > $3)"
+	"  ORDER BY l.log_id LIMIT $2 FOR UPDATE OF l SKIP LOCKED),"
+	" e AS (INSERT INTO sandbox_persist.event_log_entries (log_id, seq, chunk)"
+	"  SELECT c.log_id, c.tail_seq + 1, pg_catalog.json_build_object('type', 'RUN_ERROR',"
+	"    'runId', c.run_id, 'timestamp', $3, 'message', $4, 'code', 'PRODUCER_LOST',"
+	"    'error', pg_catalog.json_build_object('message', $4, 'code', 'PRODUCER_LOST')) FROM c)"
+	" UPDATE sandbox_persist.event_logs l SET tail_seq = c.tail_seq + 1, closed_at = $3"
+	"   FROM c WHERE l.log_id = c.log_id RETURNING l.log_id",
+	4, {INT8OID, INT8OID, INT8OID, TEXTOID}
 };
 
 /* A5: whole closed logs only. */
@@ -240,6 +273,21 @@ MaintLockThenDelete(SpQuery *candidates, SpQuery *remove, int64 cutoff, int64 ma
 	return MaintCount(remove, &args);
 }
 
+/* Notify the readers parked on each log id of the current SPI result (n rows). */
+static void
+MaintNotifyLogs(int n)
+{
+	for (int i = 0; i < n; i++)
+	{
+		int64		log_id = 0;
+		char		payload[32];
+
+		SpGetInt64(i, 1, &log_id);
+		snprintf(payload, sizeof(payload), INT64_FORMAT, log_id);
+		Async_Notify("sandbox_persist_event_log", payload);
+	}
+}
+
 /* A4: close the open logs of terminal runs idle past the grace; wake their readers. */
 static int64
 MaintCloseLogs(int64 now, int64 max_rows)
@@ -251,15 +299,31 @@ MaintCloseLogs(int64 now, int64 max_rows)
 					max_rows);
 	SpArgInt64(&args, now);
 	n = SpExec(&maint_close_logs, &args, false, 0);
-	for (int i = 0; i < n; i++)
-	{
-		int64		log_id = 0;
-		char		payload[32];
+	MaintNotifyLogs(n);
+	return n;
+}
 
-		SpGetInt64(i, 1, &log_id);
-		snprintf(payload, sizeof(payload), INT64_FORMAT, log_id);
-		Async_Notify("sandbox_persist_event_log", payload);
-	}
+/*
+ * A10: end the open logs whose producer is gone (idle past event_log_idle_close,
+ * no live run-driver lock) with a RUN_ERROR chunk, code PRODUCER_LOST, and
+ * close them; wake their readers. Off when the setting is 0.
+ */
+static int64
+MaintEndLostLogs(int64 now, int64 max_rows)
+{
+	SpArgs		args;
+	int			n;
+
+	if (sp_event_log_idle_close_s == 0)
+		return 0;
+	MaintCutoffArgs(&args, SpTimeBefore(now, (int64) sp_event_log_idle_close_s * 1000),
+					max_rows);
+	SpArgInt64(&args, now);
+	SpArgText(&args, psprintf("The producer of this run stopped: no chunk was appended for %d s"
+							  " and no run-driver lock is held, so maintenance ended the stream.",
+							  sp_event_log_idle_close_s));
+	n = SpExec(&maint_lost_logs, &args, false, 0);
+	MaintNotifyLogs(n);
 	return n;
 }
 
@@ -317,7 +381,7 @@ maintain(PG_FUNCTION_ARGS)
 {
 	int64		max_rows;
 	int64		now = SpNowMs(fcinfo, 1);
-	int64		blobs, uploads, locks, closed, logs, runs, fresh, resolved;
+	int64		blobs, uploads, locks, closed, lost, logs, runs, fresh, resolved;
 	int64		detached = 0;
 	int64		due = 0;
 	SpArgs		args;
@@ -345,6 +409,7 @@ maintain(PG_FUNCTION_ARGS)
 					   MaintCutoffArgs(&args, SpTimeBefore(now, (int64) sp_lock_purge_after_s * 1000),
 									   max_rows));
 	closed = MaintCloseLogs(now, max_rows);
+	lost = MaintEndLostLogs(now, max_rows);
 	logs = sp_event_log_retention_s == 0 ? 0 :
 		MaintCount(&maint_delete_logs,
 				   MaintCutoffArgs(&args, SpTimeBefore(now, (int64) sp_event_log_retention_s * 1000),
@@ -377,10 +442,11 @@ maintain(PG_FUNCTION_ARGS)
 	appendStringInfo(&summary,
 					 "{\"blobsDeleted\":" INT64_FORMAT ",\"uploadsRemoved\":" INT64_FORMAT
 					 ",\"locksPurged\":" INT64_FORMAT ",\"logsClosed\":" INT64_FORMAT
-					 ",\"logsDeleted\":" INT64_FORMAT ",\"runsDeleted\":" INT64_FORMAT
+					 ",\"logsProducerLost\":" INT64_FORMAT ",\"logsDeleted\":" INT64_FORMAT
+					 ",\"runsDeleted\":" INT64_FORMAT
 					 ",\"detachedRuns\":" INT64_FORMAT ",\"dueRuns\":" INT64_FORMAT
 					 ",\"attentionNew\":" INT64_FORMAT ",\"attentionResolved\":" INT64_FORMAT "}",
-					 blobs, uploads, locks, closed, logs, runs, detached, due, fresh, resolved);
+					 blobs, uploads, locks, closed, lost, logs, runs, detached, due, fresh, resolved);
 	SpArgsInit(&args);
 	SpArgInt64(&args, now);
 	SpArgTextLen(&args, summary.data, summary.len);

@@ -27,6 +27,7 @@ int			sp_blob_gc_grace_s = 24 * 60 * 60;
 int			sp_upload_expiry_s = 24 * 60 * 60;
 int			sp_lock_purge_after_s = 60 * 60;
 int			sp_event_log_close_grace_s = 10 * 60;
+int			sp_event_log_idle_close_s = 10 * 60;
 int			sp_event_log_retention_s = 30 * 24 * 60 * 60;
 int			sp_event_log_reopen = SP_REOPEN_OFF;
 int			sp_run_retention_s = 0;
@@ -113,6 +114,9 @@ _PG_init(void)
 	SpDefineSeconds("sandbox_persist.event_log_close_grace",
 					"Idle time before maintenance closes the open log of a terminal run.",
 					&sp_event_log_close_grace_s, 10 * 60, 0);
+	SpDefineSeconds("sandbox_persist.event_log_idle_close",
+					"Idle time after which maintenance ends the open log of a run whose producer is gone; 0 = never.",
+					&sp_event_log_idle_close_s, 10 * 60, 0);
 	SpDefineSeconds("sandbox_persist.event_log_retention",
 					"Closed event logs older than this are deleted by maintenance; 0 keeps them.",
 					&sp_event_log_retention_s, 30 * 24 * 60 * 60, 0);

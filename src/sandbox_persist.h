@@ -31,6 +31,7 @@ extern int	sp_writer_lease_ms;
 extern int	sp_upload_expiry_s;
 extern int	sp_lock_purge_after_s;
 extern int	sp_event_log_close_grace_s;
+extern int	sp_event_log_idle_close_s;
 extern int	sp_event_log_retention_s;
 extern int	sp_event_log_reopen;
 extern int	sp_run_retention_s;

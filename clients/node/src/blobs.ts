@@ -3,10 +3,16 @@
  *
  * Bodies are turned into exact bytes here; small bodies of known length go
  * through one `blob_put`, everything else (length-less streams, large bodies)
- * through the streamed upload protocol. Reads copy the driver's Buffer
- * exactly, and objects beyond the server's single-call limit
- * (`sandbox_persist.blob_max_read`) are read with successive ranged calls.
+ * through the streamed upload protocol.
+ *
+ * Reads stream: `get` makes one ranged `blob_get` call for the first piece
+ * (the record, or null), and the body reads the rest piece by piece as the
+ * consumer pulls (two pieces ahead at most; cancel or the signal stops it).
+ * Every piece must carry the first piece's etag: an object overwritten or
+ * deleted mid-read fails the read with BLOB_VERSION_CHANGED rather than mixing
+ * versions. Both put and get accept an AbortSignal.
  */
+import { SandboxPersistError } from './errors.js'
 import { checkInteger, checkOptionalText, checkTextId, isPlainObject, json, run, value, type Queryable } from './internal.js'
 import type {
   BlobBody,
@@ -19,13 +25,19 @@ import type {
 
 const SP = 'sandbox_persist'
 const MiB = 1024 * 1024
+/** Ranged reads of one streamed get in flight at once, beyond the piece the consumer holds. */
+const READ_AHEAD = 2
 
 export interface PostgresBlobStoreOptions {
   /** Bodies of known length up to this size use one `blob_put` (default 8 MiB). */
   singleCallThreshold?: number
   /** Bytes per `blob_upload_append` call (default 1 MiB). */
   uploadPieceBytes?: number
-  /** Upper bound for one ranged read when an object exceeds `blob_max_read` (default 64 MiB). */
+  /**
+   * Bytes per ranged read (default 1 MiB, capped by the server's
+   * `blob_max_read`). `get` reads the first piece at once and the rest as the
+   * body is consumed, at most two pieces ahead of the consumer.
+   */
   readPieceBytes?: number
 }
 
@@ -73,13 +85,18 @@ function concat(parts: ReadonlyArray<Uint8Array>, total: number): Uint8Array {
   return out
 }
 
-function bytesStream(bytes: Uint8Array): ReadableStream<Uint8Array> {
-  return new ReadableStream<Uint8Array>({
-    start(controller) {
-      if (bytes.byteLength > 0) controller.enqueue(bytes.slice())
-      controller.close()
-    },
-  })
+/** Bytes that own their whole ArrayBuffer: the driver's Buffer when it does, else a copy (never a slab view). */
+function ownBytes(buffer: Buffer): Uint8Array {
+  if (buffer.byteOffset === 0 && buffer.buffer.byteLength === buffer.byteLength) {
+    return new Uint8Array(buffer.buffer, 0, buffer.byteLength)
+  }
+  return copyBytes(buffer)
+}
+
+function checkSignal(signal: unknown): AbortSignal | undefined {
+  if (signal === undefined) return undefined
+  if (typeof AbortSignal !== 'undefined' && signal instanceof AbortSignal) return signal
+  throw new TypeError('signal must be an AbortSignal.')
 }
 
 interface BlobRow {
@@ -90,7 +107,7 @@ interface BlobRow {
 export function postgresBlobStore(db: Queryable, options: PostgresBlobStoreOptions = {}): BlobStore {
   const threshold = positiveInteger(options.singleCallThreshold, 8 * MiB, 'singleCallThreshold')
   const pieceBytes = positiveInteger(options.uploadPieceBytes, MiB, 'uploadPieceBytes')
-  const readPieceBytes = positiveInteger(options.readPieceBytes, 64 * MiB, 'readPieceBytes')
+  const readPieceBytes = positiveInteger(options.readPieceBytes, MiB, 'readPieceBytes')
   let serverMaxRead: number | undefined
 
   async function maxRead(): Promise<number> {
@@ -112,8 +129,8 @@ export function postgresBlobStore(db: Queryable, options: PostgresBlobStoreOptio
     const out: Record<string, unknown> = {}
     if (given !== undefined) {
       for (const key of Object.keys(given)) {
-        // expectedLength is advisory: it only chooses the strategy, never sent.
-        if (key === 'expectedLength') continue
+        // expectedLength is advisory: it only chooses the strategy; the signal is ours. Neither is sent.
+        if (key === 'expectedLength' || key === 'signal') continue
         out[key] = (given as Record<string, unknown>)[key]
       }
     }
@@ -123,7 +140,13 @@ export function postgresBlobStore(db: Queryable, options: PostgresBlobStoreOptio
     return JSON.stringify(out)
   }
 
-  async function putBytes(key: string, bytes: Uint8Array, opts: string | null): Promise<BlobRecord> {
+  async function putBytes(
+    key: string,
+    bytes: Uint8Array,
+    opts: string | null,
+    signal: AbortSignal | undefined,
+  ): Promise<BlobRecord> {
+    signal?.throwIfAborted()
     return value<BlobRecord>(db, `SELECT ${SP}.blob_put($1::text, $2::bytea, $3::json) AS r`, [
       key,
       toBuffer(bytes),
@@ -132,9 +155,15 @@ export function postgresBlobStore(db: Queryable, options: PostgresBlobStoreOptio
   }
 
   /** The streamed upload protocol: begin, append pieces at their offsets, commit; abort on any error. */
-  async function upload(key: string, pieces: AsyncGenerator<Uint8Array>, opts: string | null): Promise<BlobRecord> {
+  async function upload(
+    key: string,
+    pieces: AsyncGenerator<Uint8Array>,
+    opts: string | null,
+    signal: AbortSignal | undefined,
+  ): Promise<BlobRecord> {
     let uploadId: string
     try {
+      signal?.throwIfAborted()
       uploadId = await value<string>(db, `SELECT ${SP}.blob_upload_begin($1::text, $2::json) AS r`, [key, opts])
     } catch (error) {
       await pieces.return(undefined).catch(() => undefined)
@@ -143,6 +172,7 @@ export function postgresBlobStore(db: Queryable, options: PostgresBlobStoreOptio
     let offset = 0
     try {
       for await (const piece of pieces) {
+        signal?.throwIfAborted()
         if (piece.byteLength === 0) continue
         // A retried piece (40001/40P01, inside run()) is resent at the same offset.
         await run(db, `SELECT ${SP}.blob_upload_append($1::text, $2::bigint, $3::bytea)`, [
@@ -152,6 +182,8 @@ export function postgresBlobStore(db: Queryable, options: PostgresBlobStoreOptio
         ])
         offset += piece.byteLength
       }
+      // An abort may have ended the source stream early: never commit a truncated object.
+      signal?.throwIfAborted()
       return await value<BlobRecord>(db, `SELECT ${SP}.blob_upload_commit($1::text) AS r`, [uploadId])
     } catch (error) {
       await run(db, `SELECT ${SP}.blob_upload_abort($1::text)`, [uploadId]).catch(() => undefined)
@@ -206,8 +238,28 @@ export function postgresBlobStore(db: Queryable, options: PostgresBlobStoreOptio
     stream: ReadableStream<unknown>,
     opts: string | null,
     expectedLength: number | undefined,
+    signal: AbortSignal | undefined,
   ): Promise<BlobRecord> {
+    signal?.throwIfAborted()
     const reader = stream.getReader()
+    // An abort also ends a source read that would otherwise wait forever; the
+    // upload then sees the signal and aborts instead of committing.
+    const onAbort = () => void reader.cancel(signal?.reason).catch(() => undefined)
+    signal?.addEventListener('abort', onAbort, { once: true })
+    try {
+      return await putStreamWith(key, reader, opts, expectedLength, signal)
+    } finally {
+      signal?.removeEventListener('abort', onAbort)
+    }
+  }
+
+  async function putStreamWith(
+    key: string,
+    reader: ReadableStreamDefaultReader<unknown>,
+    opts: string | null,
+    expectedLength: number | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<BlobRecord> {
     if (expectedLength !== undefined && expectedLength <= threshold) {
       // A declared small length: buffer and use one call, unless the stream
       // turns out larger than the threshold (then stream what we have).
@@ -218,7 +270,7 @@ export function postgresBlobStore(db: Queryable, options: PostgresBlobStoreOptio
           const next = await reader.read()
           if (next.done) {
             reader.releaseLock()
-            return putBytes(key, concat(parts, size), opts)
+            return putBytes(key, concat(parts, size), opts, signal)
           }
           const bytes = chunkBytes(next.value)
           parts.push(bytes)
@@ -230,9 +282,9 @@ export function postgresBlobStore(db: Queryable, options: PostgresBlobStoreOptio
         reader.releaseLock()
         throw error
       }
-      return uploadFromReader(key, reader, parts, opts)
+      return uploadFromReader(key, reader, parts, opts, signal)
     }
-    return uploadFromReader(key, reader, [], opts)
+    return uploadFromReader(key, reader, [], opts, signal)
   }
 
   async function uploadFromReader(
@@ -240,9 +292,10 @@ export function postgresBlobStore(db: Queryable, options: PostgresBlobStoreOptio
     reader: ReadableStreamDefaultReader<unknown>,
     prefix: ReadonlyArray<Uint8Array>,
     opts: string | null,
+    signal: AbortSignal | undefined,
   ): Promise<BlobRecord> {
     try {
-      return await upload(key, streamPieces(reader, prefix), opts)
+      return await upload(key, streamPieces(reader, prefix), opts, signal)
     } catch (error) {
       // If the pieces generator never started (begin failed), the stream is still ours.
       try {
@@ -255,93 +308,232 @@ export function postgresBlobStore(db: Queryable, options: PostgresBlobStoreOptio
     }
   }
 
+  /**
+   * One blob_get call. The bytes travel as base64 text (4/3 of their size)
+   * rather than bytea's hex text (2x): less to send, decode and hold.
+   */
   async function readOnce(key: string, offset: number | null, length: number | null): Promise<BlobRow | null> {
     const result = await run(
       db,
-      `SELECT record AS r, body AS b FROM ${SP}.blob_get($1::text, $2::bigint, $3::bigint)`,
+      `SELECT record AS r, pg_catalog.encode(body, 'base64') AS b FROM ${SP}.blob_get($1::text, $2::bigint, $3::bigint)`,
       [key, offset, length],
       { detailIsMessage: ['22003'] },
     )
-    return (result.rows[0] as BlobRow | undefined) ?? null
+    const row = result.rows[0] as { r: BlobRow['r']; b: string | null } | undefined
+    if (row === undefined) return null
+    return { r: row.r, b: row.b === null ? null : Buffer.from(row.b, 'base64') }
   }
 
-  /** A read beyond `blob_max_read`: successive ranged reads of one version (same etag). */
-  async function readPieces(
-    key: string,
-    start: number,
-    length: number | undefined,
-  ): Promise<{ record: BlobRecord; bytes: Uint8Array } | null> {
-    let piece = await maxRead()
-    const readPiece = async (at: number, want: number): Promise<BlobRow | null> => {
-      for (;;) {
-        try {
-          return await readOnce(key, at, Math.min(piece, want))
-        } catch (error) {
-          // The limit is smaller than we believed: halve and retry.
-          if ((error as { sqlstate?: string }).sqlstate !== '54000' || piece <= 4096) throw error
-          piece = Math.floor(piece / 2)
-          serverMaxRead = piece
-        }
+  /** One ranged read of at most the piece size; a smaller server limit shrinks the piece and retries. */
+  async function readRange(key: string, at: number, want: number): Promise<BlobRow | null> {
+    for (;;) {
+      const piece = await maxRead()
+      try {
+        return await readOnce(key, at, want < 0 ? want : Math.min(piece, want))
+      } catch (error) {
+        // The limit is smaller than we believed: halve and retry.
+        if ((error as { sqlstate?: string }).sqlstate !== '54000' || piece <= 4096) throw error
+        serverMaxRead = Math.floor(piece / 2)
       }
     }
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const first = await readPiece(start, length ?? Number.MAX_SAFE_INTEGER)
-      if (first === null || first.r === null) return null
-      const record = first.r
-      const size = record.size ?? 0
-      const end = length === undefined ? size : Math.min(size, start + length)
-      const parts: Array<Uint8Array> = [copyBytes(first.b ?? Buffer.alloc(0))]
-      let at = start + parts[0]!.byteLength
-      let consistent = true
-      while (at < end) {
-        const next = await readPiece(at, end - at)
-        if (next === null || next.r === null || next.r.etag !== record.etag) {
-          consistent = false
-          break
-        }
-        const bytes = copyBytes(next.b ?? Buffer.alloc(0))
-        if (bytes.byteLength === 0) break
+  }
+
+  /**
+   * A streamed object: the first piece is already read (it carries the record
+   * and pins the version); the rest is read piece by piece as the consumer
+   * pulls. Each piece is checked against the pinned etag, so the bytes are
+   * all of one version or the read fails with BLOB_VERSION_CHANGED.
+   */
+  function streamedObject(
+    key: string,
+    record: BlobRecord & { range?: { offset: number; length: number } },
+    first: Uint8Array,
+    start: number,
+    end: number,
+    signal: AbortSignal | undefined,
+  ): BlobObject {
+    const etag = record.etag
+    const changed = (why: string) =>
+      new SandboxPersistError(
+        'BLOB_VERSION_CHANGED',
+        `Blob ${JSON.stringify(key)} ${why} while it was read in pieces (etag ${String(etag)}); read it again.`,
+      )
+
+    /** The bytes [at, at + want) of the pinned version (more than one call if the server limit shrank). */
+    async function readExactly(at: number, want: number): Promise<Uint8Array> {
+      const parts: Array<Uint8Array> = []
+      let got = 0
+      while (got < want) {
+        const row = await readRange(key, at + got, want - got)
+        if (row === null || row.r === null) throw changed('was deleted')
+        if (row.r.etag !== etag) throw changed('was overwritten')
+        const bytes = ownBytes(row.b ?? Buffer.alloc(0))
+        if (bytes.byteLength === 0) throw changed('was truncated')
         parts.push(bytes)
+        got += bytes.byteLength
+      }
+      return concat(parts, got)
+    }
+
+    /**
+     * Pieces after the first, in order, each the first piece's size. Up to
+     * READ_AHEAD ranged reads run at once (on as many pool connections), so
+     * the server prepares the next pieces while this process decodes one.
+     */
+    async function* rest(stop: () => boolean): AsyncGenerator<Uint8Array> {
+      const piece = Math.max(first.byteLength, 1)
+      let at = start + first.byteLength
+      const inflight: Array<Promise<Uint8Array>> = []
+      try {
+        for (;;) {
+          while (inflight.length < READ_AHEAD && at < end && !stop()) {
+            const want = Math.min(piece, end - at)
+            const reading = readExactly(at, want)
+            reading.catch(() => undefined)
+            inflight.push(reading)
+            at += want
+          }
+          const reading = inflight.shift()
+          if (reading === undefined || stop()) return
+          yield await reading
+        }
+      } finally {
+        inflight.length = 0
+      }
+    }
+
+    async function whole(): Promise<Uint8Array> {
+      signal?.throwIfAborted()
+      const out = new Uint8Array(end - start)
+      out.set(first, 0)
+      let at = first.byteLength
+      for await (const bytes of rest(() => signal?.aborted === true)) {
+        out.set(bytes, at)
         at += bytes.byteLength
       }
-      if (consistent) return { record, bytes: concat(parts, at - start) }
+      signal?.throwIfAborted()
+      return out
     }
-    throw new Error(`Blob ${JSON.stringify(key)} kept changing while it was read in pieces.`)
-  }
 
-  function toObject(record: BlobRecord & { range?: { offset: number; length: number } }, bytes: Uint8Array): BlobObject {
-    return {
-      ...record,
-      arrayBuffer: async () => bytes.slice().buffer,
-      text: async () => new TextDecoder().decode(bytes),
-      body: bytesStream(bytes),
+    let body: ReadableStream<Uint8Array> | undefined
+    const makeBody = (): ReadableStream<Uint8Array> => {
+      let cancelled = false
+      let served = false
+      let pieces: AsyncGenerator<Uint8Array> | undefined
+      // The read-ahead window (rest) is refilled when a piece is handed out.
+      let ahead: Promise<IteratorResult<Uint8Array>> | undefined
+      const next = () => {
+        pieces ??= rest(() => cancelled || signal?.aborted === true)
+        const p = pieces.next()
+        p.catch(() => undefined)
+        return p
+      }
+      let onAbort: (() => void) | undefined
+      const cleanup = () => {
+        if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort)
+        onAbort = undefined
+      }
+      return new ReadableStream<Uint8Array>(
+        {
+          start(controller) {
+            if (signal === undefined) return
+            if (signal.aborted) {
+              cancelled = true
+              controller.error(signal.reason)
+              return
+            }
+            onAbort = () => {
+              cancelled = true
+              cleanup()
+              try {
+                controller.error(signal.reason)
+              } catch {
+                // already closed
+              }
+            }
+            signal.addEventListener('abort', onAbort, { once: true })
+          },
+          async pull(controller) {
+            try {
+              if (!served) {
+                served = true
+                if (first.byteLength > 0) controller.enqueue(first.slice())
+                if (start + first.byteLength >= end) {
+                  cleanup()
+                  controller.close()
+                  return
+                }
+                ahead = next()
+                return
+              }
+              const result = await (ahead ?? next())
+              ahead = undefined
+              if (cancelled) return
+              if (result.done === true) {
+                cleanup()
+                controller.close()
+                return
+              }
+              controller.enqueue(result.value)
+              ahead = next()
+            } catch (error) {
+              cleanup()
+              if (!cancelled) controller.error(error)
+            }
+          },
+          async cancel() {
+            cancelled = true
+            cleanup()
+            ahead = undefined
+            await pieces?.return(undefined).catch(() => undefined)
+          },
+        },
+        // Pull only when the consumer asks: the read-ahead above is the only buffer.
+        { highWaterMark: 0 },
+      )
     }
+
+    const object: BlobObject = {
+      ...record,
+      arrayBuffer: async () => {
+        const bytes = await whole()
+        return bytes.buffer.byteLength === bytes.byteLength ? (bytes.buffer as ArrayBuffer) : bytes.slice().buffer
+      },
+      text: async () => new TextDecoder().decode(await whole()),
+    }
+    Object.defineProperty(object, 'body', {
+      enumerable: true,
+      configurable: true,
+      get: () => (body ??= makeBody()),
+    })
+    return object
   }
 
   return {
     async put(key, body, options) {
       checkTextId(key, 'key')
+      const signal = checkSignal(isPlainObject(options) ? options.signal : undefined)
       const opts = putOptions(body, options)
       const expectedLength =
         isPlainObject(options) && typeof options.expectedLength === 'number' ? options.expectedLength : undefined
       if (typeof body === 'string') {
         const bytes = new TextEncoder().encode(body)
-        return bytes.byteLength <= threshold ? putBytes(key, bytes, opts) : upload(key, slices(bytes), opts)
+        return bytes.byteLength <= threshold ? putBytes(key, bytes, opts, signal) : upload(key, slices(bytes), opts, signal)
       }
       if (body instanceof ArrayBuffer) {
         const bytes = new Uint8Array(body.slice(0))
-        return bytes.byteLength <= threshold ? putBytes(key, bytes, opts) : upload(key, slices(bytes), opts)
+        return bytes.byteLength <= threshold ? putBytes(key, bytes, opts, signal) : upload(key, slices(bytes), opts, signal)
       }
       if (ArrayBuffer.isView(body)) {
         const bytes = copyBytes(body)
-        return bytes.byteLength <= threshold ? putBytes(key, bytes, opts) : upload(key, slices(bytes), opts)
+        return bytes.byteLength <= threshold ? putBytes(key, bytes, opts, signal) : upload(key, slices(bytes), opts, signal)
       }
       if (typeof Blob !== 'undefined' && body instanceof Blob) {
-        if (body.size <= threshold) return putBytes(key, new Uint8Array(await body.arrayBuffer()), opts)
-        return putStream(key, body.stream(), opts, undefined)
+        if (body.size <= threshold) return putBytes(key, new Uint8Array(await body.arrayBuffer()), opts, signal)
+        return putStream(key, body.stream(), opts, undefined, signal)
       }
       if (typeof ReadableStream !== 'undefined' && body instanceof ReadableStream) {
-        return putStream(key, body, opts, expectedLength)
+        return putStream(key, body, opts, expectedLength, signal)
       }
       throw new TypeError('Unsupported blob body: expected a ReadableStream, ArrayBuffer, ArrayBufferView, string or Blob.')
     },
@@ -349,8 +541,10 @@ export function postgresBlobStore(db: Queryable, options: PostgresBlobStoreOptio
     async get(key, options) {
       checkTextId(key, 'key')
       const range = options?.range
-      let offset: number | null = null
-      let length: number | null = null
+      const signal = checkSignal(options?.signal)
+      signal?.throwIfAborted()
+      let offset = 0
+      let length: number | undefined
       if (range !== undefined) {
         const o = range.offset
         if (typeof o !== 'number' || !Number.isSafeInteger(o)) {
@@ -361,23 +555,29 @@ export function postgresBlobStore(db: Queryable, options: PostgresBlobStoreOptio
           throw new RangeError(`Blob range length ${String(range.length)} is not valid.`)
         }
         offset = o
-        length = range.length ?? null
+        length = range.length
       }
-      let row: BlobRow | null
-      try {
-        row = await readOnce(key, offset, length)
-      } catch (error) {
-        if (!(error instanceof RangeError) || (error as { sqlstate?: string }).sqlstate !== '54000') throw error
-        // Larger than one call may return [B20]: read it in pieces.
-        const pieces = await readPieces(key, offset ?? 0, length ?? undefined)
-        if (pieces === null) return null
-        const { range: _ignored, ...record } = pieces.record as BlobRecord & { range?: unknown }
-        const withRange =
-          range === undefined ? record : { ...record, range: { offset: offset ?? 0, length: pieces.bytes.byteLength } }
-        return toObject(withRange, pieces.bytes)
+      let row: BlobRow | null = null
+      for (let attempt = 0; ; attempt++) {
+        try {
+          row = await readRange(key, offset, length ?? Number.MAX_SAFE_INTEGER)
+          break
+        } catch (error) {
+          // An empty object has no offset 0: read it whole (one more call, empty objects only).
+          if (range !== undefined || (error as { sqlstate?: string }).sqlstate !== '22003') throw error
+          row = await readOnce(key, null, null)
+          // Unless it was written between the two calls: then start over.
+          if (row === null || row.r === null || (row.r.size ?? 0) === 0 || attempt >= 3) break
+        }
       }
+      signal?.throwIfAborted()
       if (row === null || row.r === null) return null
-      return toObject(row.r, copyBytes(row.b ?? Buffer.alloc(0)))
+      const { range: _first, ...record } = row.r
+      const size = record.size ?? 0
+      const end = length === undefined ? size : Math.min(size, offset + Math.max(length, 0))
+      const first = ownBytes(row.b ?? Buffer.alloc(0))
+      const withRange = range === undefined ? record : { ...record, range: { offset, length: end - offset } }
+      return streamedObject(key, withRange, first, offset, end, signal)
     },
 
     async head(key) {

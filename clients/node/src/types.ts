@@ -147,6 +147,8 @@ export interface BlobPutOptions {
   contentType?: string
   customMetadata?: Record<string, string>
   expectedLength?: number
+  /** Stops a streamed upload between pieces (the upload is aborted, the old object kept); never sent. */
+  signal?: AbortSignal
 }
 
 export interface BlobRange {
@@ -156,6 +158,8 @@ export interface BlobRange {
 
 export interface BlobGetOptions {
   range?: BlobRange
+  /** Rejects the call, and errors the body and `arrayBuffer()`/`text()` with the signal's reason; no further pieces are read. */
+  signal?: AbortSignal
 }
 
 export interface BlobListOptions {

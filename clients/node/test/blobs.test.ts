@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto'
 import { beforeAll, describe, expect, it } from 'vitest'
 import { postgresBlobStore, postgresPersistence, type BlobObject } from '../src/index.js'
-import { countingPool, makePool, rejection, reset, rows } from './helpers.js'
+import { countingPool, makePool, rejection, reset, rows, sleep } from './helpers.js'
 
 const pool = makePool()
 const blobs = postgresPersistence(pool).stores.blobs
@@ -305,5 +305,193 @@ describe('blobs (adapter cases)', () => {
     await expect(store.put(7 as never, 'x')).rejects.toBeInstanceOf(TypeError)
     await expect(store.list({ prefix: 'a\ud800' })).rejects.toBeInstanceOf(TypeError)
     expect(counted.count()).toBe(0)
+  })
+})
+
+/** A pool wrapper counting the statements that contain `marker` (e.g. 'blob_get'). */
+function countingCalls(marker: string): { db: { query: typeof pool.query }; calls: () => number } {
+  let n = 0
+  const db = {
+    query: ((...args: unknown[]) => {
+      const text = typeof args[0] === 'string' ? args[0] : ''
+      if (text.includes(marker)) n += 1
+      return (pool.query as (...a: unknown[]) => unknown)(...args)
+    }) as typeof pool.query,
+  }
+  return { db, calls: () => n }
+}
+
+const settle = () => new Promise<void>((resolve) => setTimeout(resolve, 60))
+
+describe('blobs: streamed reads, back-pressure, cancellation, consistency, AbortSignal (issue 11)', () => {
+  const size = 10_000
+  const piece = 1000
+  const bytes = pattern(size, 239)
+
+  it('get reads one piece; the body reads the rest piece by piece, exactly', async () => {
+    await blobs.put('stream/pieces', bytes, { contentType: 'application/x-s' })
+    const counted = countingCalls('blob_get')
+    const store = postgresBlobStore(counted.db, { readPieceBytes: piece })
+    const object = required(await store.get('stream/pieces'), 'object')
+    expect(counted.calls()).toBe(1)
+    expect(object).toMatchObject({ key: 'stream/pieces', size, contentType: 'application/x-s' })
+    expect('range' in object).toBe(false)
+    const reader = required(object.body, 'body').getReader()
+    const seen: Uint8Array[] = []
+    for (;;) {
+      const next = await reader.read()
+      if (next.done) break
+      expect(next.value.byteLength).toBeLessThanOrEqual(piece)
+      // each piece owns its buffer (never a view into a shared slab)
+      expect(next.value.buffer.byteLength).toBe(next.value.byteLength)
+      seen.push(next.value)
+    }
+    expect(seen.length).toBe(size / piece)
+    expect(Buffer.concat(seen)).toEqual(Buffer.from(bytes))
+    expect(counted.calls()).toBe(size / piece)
+    // arrayBuffer() and text() read the same version again, whole
+    expect(new Uint8Array(await object.arrayBuffer())).toEqual(bytes)
+    const ranged = required(await store.get('stream/pieces', { range: { offset: 1500, length: 3200 } }), 'ranged')
+    expect(ranged.range).toEqual({ offset: 1500, length: 3200 })
+    expect(await drain(required(ranged.body, 'body'))).toEqual(bytes.slice(1500, 4700))
+    expect(new Uint8Array(await ranged.arrayBuffer())).toEqual(bytes.slice(1500, 4700))
+  })
+
+  it('back-pressure: the body reads at most two pieces ahead of the consumer', async () => {
+    await blobs.put('stream/bp', bytes)
+    const counted = countingCalls('blob_get')
+    const store = postgresBlobStore(counted.db, { readPieceBytes: piece })
+    const object = required(await store.get('stream/bp'), 'object')
+    const body = required(object.body, 'body')
+    await settle()
+    expect(counted.calls()).toBe(1) // nothing is read before the consumer asks
+    const reader = body.getReader()
+    for (let consumed = 1; consumed <= 4; consumed++) {
+      await reader.read()
+      await settle()
+      // `consumed` pieces handed out, at most two more fetched
+      expect(counted.calls()).toBeLessThanOrEqual(consumed + 2)
+      expect(counted.calls()).toBeGreaterThanOrEqual(consumed)
+    }
+    await reader.cancel()
+  })
+
+  it('cancelling the body stops reading', async () => {
+    await blobs.put('stream/cancel', bytes)
+    const counted = countingCalls('blob_get')
+    const store = postgresBlobStore(counted.db, { readPieceBytes: piece })
+    const reader = required(required(await store.get('stream/cancel'), 'o').body, 'body').getReader()
+    await reader.read()
+    await reader.read()
+    await reader.cancel()
+    await settle()
+    const after = counted.calls()
+    // two pieces handed out (the second read from the server), at most two read ahead
+    expect(after).toBeGreaterThanOrEqual(2)
+    expect(after).toBeLessThanOrEqual(4)
+    await settle()
+    expect(counted.calls()).toBe(after)
+    expect((await reader.read()).done).toBe(true)
+  })
+
+  it('an AbortSignal rejects get, errors the body with its reason and stops reading', async () => {
+    await blobs.put('stream/abort', bytes)
+    const counted = countingCalls('blob_get')
+    const store = postgresBlobStore(counted.db, { readPieceBytes: piece })
+    const early = new AbortController()
+    early.abort()
+    const refused = await rejection(store.get('stream/abort', { signal: early.signal }))
+    expect(refused.name).toBe('AbortError')
+    expect(counted.calls()).toBe(0)
+
+    const controller = new AbortController()
+    const object = required(await store.get('stream/abort', { signal: controller.signal }), 'object')
+    const reader = required(object.body, 'body').getReader()
+    await reader.read()
+    await reader.read()
+    const reason = new Error('client went away')
+    controller.abort(reason)
+    await expect(reader.read()).rejects.toBe(reason)
+    await expect(object.arrayBuffer()).rejects.toBe(reason)
+    await settle()
+    const after = counted.calls()
+    expect(after).toBeLessThanOrEqual(4)
+    await settle()
+    expect(counted.calls()).toBe(after)
+    await expect(store.get('stream/abort', { signal: 'no' as never })).rejects.toBeInstanceOf(TypeError)
+  })
+
+  it('an object overwritten or deleted mid-read fails the read (BLOB_VERSION_CHANGED); never mixed versions', async () => {
+    const store = postgresBlobStore(pool, { readPieceBytes: piece })
+    await store.put('stream/over', bytes)
+    const object = required(await store.get('stream/over'), 'object')
+    const reader = required(object.body, 'body').getReader()
+    const first = await reader.read()
+    expect(first.value).toEqual(bytes.slice(0, piece))
+    const second = pattern(size, 241)
+    const put = await store.put('stream/over', second)
+    expect(put.etag).not.toBe(object.etag)
+    let error: (Error & Record<string, unknown>) | undefined
+    try {
+      // the read-ahead piece may still be the old version's; never the new one's
+      for (let i = 1; ; i++) {
+        const next = await reader.read()
+        if (next.done) break
+        expect(next.value).toEqual(bytes.slice(i * piece, (i + 1) * piece))
+      }
+    } catch (e) {
+      error = e as Error & Record<string, unknown>
+    }
+    expect(error?.code).toBe('BLOB_VERSION_CHANGED')
+    expect(error?.message).toContain('was overwritten')
+    await expect(object.arrayBuffer()).rejects.toMatchObject({ code: 'BLOB_VERSION_CHANGED' })
+    // a fresh get reads the new version
+    expect(new Uint8Array(await required(await store.get('stream/over'), 'again').arrayBuffer())).toEqual(second)
+
+    const doomed = required(await store.get('stream/over'), 'doomed')
+    await store.delete('stream/over')
+    await expect(doomed.text()).rejects.toMatchObject({ code: 'BLOB_VERSION_CHANGED', message: expect.stringContaining('was deleted') })
+  })
+
+  it('an AbortSignal stops a streamed put between pieces: the upload is aborted, the old object kept', async () => {
+    const store = postgresBlobStore(pool, { singleCallThreshold: 1024, uploadPieceBytes: 1000 })
+    await store.put('stream/put-abort', bytes)
+    const early = new AbortController()
+    early.abort()
+    const counted = countingCalls('blob_')
+    const countedStore = postgresBlobStore(counted.db, { singleCallThreshold: 1024, uploadPieceBytes: 1000 })
+    expect((await rejection(countedStore.put('stream/put-abort', 'x', { signal: early.signal }))).name).toBe('AbortError')
+    expect((await rejection(countedStore.put('stream/put-abort', pattern(5000), { signal: early.signal }))).name).toBe('AbortError')
+    expect(counted.calls()).toBe(0)
+
+    // A source that pauses forever after three chunks: the abort ends the wait.
+    const controller = new AbortController()
+    let pulls = 0
+    let cancelledWith: unknown
+    const stalled = new ReadableStream<Uint8Array>({
+      pull(c) {
+        pulls += 1
+        if (pulls <= 3) c.enqueue(pattern(1500, 17))
+        else return new Promise<void>(() => undefined)
+      },
+      cancel(reason) {
+        cancelledWith = reason
+      },
+    })
+    const pending = store.put('stream/put-abort', stalled, { signal: controller.signal, contentType: 'text/x-new' })
+    await sleep(150)
+    const reason = new Error('user cancelled the upload')
+    controller.abort(reason)
+    await expect(pending).rejects.toBe(reason)
+    expect(cancelledWith).toBe(reason)
+    expect(await rows(pool, 'SELECT 1 FROM sandbox_persist.blob_uploads')).toEqual([])
+    const kept = required(await store.get('stream/put-abort'), 'kept')
+    expect(kept.contentType).toBeUndefined()
+    expect(new Uint8Array(await kept.arrayBuffer())).toEqual(bytes)
+
+    // The signal is never sent as metadata.
+    const fine = await store.put('stream/put-signal', 'ok', { signal: new AbortController().signal, contentType: 'text/plain' })
+    expect(fine).toMatchObject({ size: 2, contentType: 'text/plain' })
+    expect('customMetadata' in fine).toBe(false)
   })
 })

@@ -7,7 +7,7 @@
  * exactly, and objects beyond the server's single-call limit
  * (`sandbox_persist.blob_max_read`) are read with successive ranged calls.
  */
-import { checkInteger, checkOptionalText, checkTextId, isPlainObject, json, run, value, type Queryable } from './internal.js'
+import { checkInteger, checkNumberOption, checkOptionalText, checkTextId, isPlainObject, json, run, value, type Queryable } from './internal.js'
 import type {
   BlobBody,
   BlobListPage,
@@ -41,8 +41,7 @@ function parseMemory(text: string | null): number | undefined {
 
 function positiveInteger(input: number | undefined, fallback: number, what: string): number {
   if (input === undefined) return fallback
-  if (!Number.isSafeInteger(input) || input <= 0) throw new Error(`${what} must be a positive integer.`)
-  return input
+  return checkNumberOption(input, what, (n) => Number.isSafeInteger(n) && n > 0, `${what} must be a positive integer.`)
 }
 
 /** Exact copy of a byte window: never hand out a view into a shared slab. */

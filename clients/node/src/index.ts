@@ -48,10 +48,13 @@ export {
   SandboxCheckpointInvalidIdError,
   SandboxCheckpointInvalidEntryError,
   SandboxPersistError,
+  SandboxPersistSetupError,
   LockAcquireTimeoutError,
   LockLostError,
   translateError,
   type SandboxCheckpointErrorCode,
+  type SandboxPersistErrorCode,
+  type SandboxPersistSetupErrorCode,
 } from './errors.js'
 export type { Queryable } from './internal.js'
 export type * from './types.js'

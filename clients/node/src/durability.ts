@@ -94,7 +94,7 @@ function readResumeOffset(request: Request): string | null {
 
 /** A fetch `Request` (duck-typed: frameworks may bring their own Request class). */
 function isRequestLike(source: unknown): source is Request {
-  if (typeof Request !== 'undefined' && source instanceof Request) return true
+  if (source instanceof Request) return true
   return (
     typeof source === 'object' &&
     source !== null &&

@@ -124,6 +124,8 @@ if (JSON.stringify(roles) !== JSON.stringify([
 ])) fail(`transcript was ${JSON.stringify(transcript)} (each message once)`)
 
 await new Promise<void>((resolve) => server.close(() => resolve()))
+await locks.close()
+await durability[Symbol.asyncDispose]()
 await pool.end()
 await closeSharedListeners()
 console.log('pack app: streamed, stored and shut down cleanly')

@@ -298,8 +298,13 @@ describe('end to end with @tanstack/ai', () => {
 
       // The resuming client goes away; its reader must stop querying the database.
       resume.abort()
-      await sleep(300)
-      const readsAfterLeaving = countedB.count()
+      // Wait until B's reads stop (a reader left behind polls every 100 ms and never stops).
+      let readsAfterLeaving = countedB.count()
+      for (let i = 0; i < 10; i++) {
+        await sleep(300)
+        if (countedB.count() === readsAfterLeaving) break
+        readsAfterLeaving = countedB.count()
+      }
       open()
       let record = await storesA.runs.get(runId)
       for (let i = 0; i < 200 && record?.status !== 'completed'; i++) {

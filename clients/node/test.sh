@@ -19,6 +19,9 @@ echo "== type-check examples and tests"
 npx tsc --noEmit -p tsconfig.examples.json
 npx tsc --noEmit -p tsconfig.test.json
 
+echo "== pack, install into a fresh app, type-check and run it"
+bash test-pack/run.sh
+
 echo "== vitest (serial)"
 report=$(mktemp)
 trap 'rm -f "$report"' EXIT

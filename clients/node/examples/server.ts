@@ -20,9 +20,7 @@ import {
   type StreamChunk,
   type TextAdapter,
 } from '@tanstack/ai'
-import { withLocks } from '@tanstack/ai/locks'
 import {
-  closeSharedListeners,
   postgresCheckpoints,
   postgresDurability,
   postgresLocks,
@@ -31,6 +29,7 @@ import {
   postgresSandboxInstances,
   type PostgresPersistenceStores,
 } from '@sandbox-persist/tanstack-ai'
+import { nodeHandler } from './node-http.js'
 
 // ------------------------------------------------------------------ wiring
 
@@ -41,11 +40,15 @@ export const persistence = postgresPersistence(pool)
 /** withSandbox({ instances, snapshots: { persistence, checkpoints } }) */
 export const instances = postgresSandboxInstances(pool)
 export const checkpoints = postgresCheckpoints(pool)
-/** withLocks(locks): distributed, lease-backed, woken by LISTEN/NOTIFY */
-export const locks = postgresLocks(pool, { ttlMs: 15_000, renewEveryMs: 4_000 })
-/** durability: { adapter: durability(request) } */
-export const durability = postgresDurability(pool)
-export const maintenance = postgresMaintenance(pool)
+/**
+ * Distributed, lease-backed locks woken by LISTEN/NOTIFY: `locks.withLock(key, fn)`
+ * for your own critical sections, and `withSandbox` run claims once that middleware
+ * is installable (nothing in the published @tanstack/ai 0.58 reads `withLocks`).
+ */
+export const locks = postgresLocks(pool, { ttlMs: 15_000, renewEveryMs: 4_000, logger: console })
+/** durability: { adapter: durability(request) }; one factory, one adapter per request */
+export const durability = postgresDurability(pool, { logger: console })
+export const maintenance = postgresMaintenance(pool, { logger: console })
 
 // Replace with a real provider adapter, e.g. openaiText('gpt-5.5') from @tanstack/ai-openai.
 function echoAdapter(): TextAdapter<'echo', Record<string, never>, readonly ['text'], DefaultMessageMetadataByModality> {
@@ -86,7 +89,8 @@ function recordRun(stores: PostgresPersistenceStores): ChatMiddleware {
       await stores.runs.createOrResume({ runId: ctx.runId, threadId: ctx.threadId, startedAt: Date.now() })
     },
     async onFinish(ctx, info) {
-      await stores.messages.saveThread(ctx.threadId, [...ctx.messages, { role: 'assistant', content: info.content }])
+      // ctx.messages already ends with the assistant's reply.
+      await stores.messages.saveThread(ctx.threadId, [...ctx.messages])
       await stores.runs.update(ctx.runId, { status: 'completed', finishedAt: Date.now(), usage: info.usage })
     },
     async onError(ctx, info) {
@@ -107,11 +111,12 @@ export async function handleChat(request: Request): Promise<Response> {
     messages: [...history, ...body.messages],
     threadId: body.threadId,
     runId: log.runId,
-    middleware: [withLocks(locks), recordRun(persistence.stores)],
+    middleware: [recordRun(persistence.stores)],
   })
   return toServerSentEventsResponse(stream, {
     headers: { 'X-Run-Id': log.runId },
-    durability: { adapter: log },
+    // batch: chunks per append (default 32); 1 streams every token as it comes.
+    durability: { adapter: log, batch: 1 },
   })
 }
 
@@ -120,57 +125,20 @@ export function handleResume(request: Request): Response {
   return resumeServerSentEventsResponse({ adapter: durability(request) })
 }
 
-// ------------------------------------------------------------------ node:http glue
-
-async function toRequest(req: http.IncomingMessage): Promise<Request> {
-  const chunks: Buffer[] = []
-  for await (const chunk of req) chunks.push(chunk as Buffer)
-  const headers = new Headers()
-  for (const [name, value] of Object.entries(req.headers)) {
-    if (typeof value === 'string') headers.set(name, value)
-  }
-  const method = req.method ?? 'GET'
-  return new Request(`http://${req.headers.host ?? 'localhost'}${req.url ?? '/'}`, {
-    method,
-    headers,
-    ...(method === 'GET' || method === 'HEAD' ? {} : { body: Buffer.concat(chunks) }),
-  })
-}
-
-async function send(response: Response, res: http.ServerResponse, req: http.IncomingMessage): Promise<void> {
-  res.writeHead(response.status, Object.fromEntries(response.headers))
-  if (response.body === null) return void res.end()
-  const reader = response.body.getReader()
-  // A closed tab cancels delivery only; a fresh producer keeps draining into the log.
-  req.on('close', () => void reader.cancel().catch(() => undefined))
-  try {
-    for (;;) {
-      const { value, done } = await reader.read()
-      if (done) break
-      res.write(value)
-    }
-  } finally {
-    res.end()
-  }
-}
+// ------------------------------------------------------------------ node:http
 
 export function startServer(port = Number(process.env.PORT ?? 3000)): http.Server {
-  const server = http.createServer((req, res) => {
-    void (async () => {
-      const request = await toRequest(req)
+  const server = http.createServer(
+    nodeHandler((request) => {
       const url = new URL(request.url)
-      if (url.pathname !== '/chat') return send(new Response('not found', { status: 404 }), res, req)
-      const response = request.method === 'POST' ? await handleChat(request) : handleResume(request)
-      await send(response, res, req)
-    })().catch((error: unknown) => {
-      if (!res.headersSent) res.writeHead(500)
-      res.end(String(error))
-    })
-  })
+      if (url.pathname !== '/chat') return new Response('not found', { status: 404 })
+      return request.method === 'POST' ? handleChat(request) : handleResume(request)
+    }),
+  )
   server.listen(port)
   const stop = async () => {
     server.close()
-    await closeSharedListeners()
+    await Promise.all([locks.close(), durability.close(), maintenance.close()])
     await pool.end()
   }
   process.once('SIGTERM', () => void stop())

@@ -13,7 +13,7 @@
  * versions. Both put and get accept an AbortSignal.
  */
 import { SandboxPersistError } from './errors.js'
-import { checkInteger, checkOptionalText, checkTextId, isPlainObject, json, run, value, type Queryable } from './internal.js'
+import { checkInteger, checkNumberOption, checkOptionalText, checkTextId, isPlainObject, json, run, value, type Queryable } from './internal.js'
 import type {
   BlobBody,
   BlobListPage,
@@ -53,8 +53,7 @@ function parseMemory(text: string | null): number | undefined {
 
 function positiveInteger(input: number | undefined, fallback: number, what: string): number {
   if (input === undefined) return fallback
-  if (!Number.isSafeInteger(input) || input <= 0) throw new Error(`${what} must be a positive integer.`)
-  return input
+  return checkNumberOption(input, what, (n) => Number.isSafeInteger(n) && n > 0, `${what} must be a positive integer.`)
 }
 
 /** Exact copy of a byte window: never hand out a view into a shared slab. */

@@ -9,18 +9,27 @@
  * of the chunks it saw (agent loops emit several RUN_FINISHED chunks).
  * Every `append` carries this instance's producer id and an increasing
  * producer sequence number, so a retry after an unknown outcome is idempotent.
+ *
+ * The log is append-only: an adapter is a `StreamDurability`, not an
+ * `UpsertableStreamDurability` (nothing that uses this package needs `upsert`,
+ * and replacing stored entries would break exactly-once resumption).
  */
 import { createHash, randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import { resolveResumeRunId, type StreamChunk, type StreamDurability } from '@tanstack/ai'
 import { SandboxPersistError } from './errors.js'
-import { checkTextId, json, run, value, type Queryable } from './internal.js'
-import { EVENT_LOG_CHANNEL, sharedListener, Waker, type ListenerOptions } from './listener.js'
+import { checkNumberOption, checkTextId, json, run, value, type Queryable } from './internal.js'
+import { acquireListener, EVENT_LOG_CHANNEL, Waker, type ListenerOptions } from './listener.js'
 
 const SP = 'sandbox_persist'
 
 export interface PostgresDurabilityOptions extends ListenerOptions {
-  /** Fallback poll while parked, in ms (default 1500). */
+  /**
+   * How often a parked reader re-reads the log when no notification came, in
+   * ms (default 1500): a fixed safety net under the LISTEN wake-ups.
+   */
+  fallbackPollMs?: number
+  /** @deprecated The old name of `fallbackPollMs`. */
   pollMs?: number
   /** Entries fetched per `event_log_read` call (default 1000). */
   pageSize?: number
@@ -43,7 +52,20 @@ export interface PostgresStreamDurability extends StreamDurability<string> {
   readonly producerId: string
 }
 
-export type PostgresDurabilityFactory = (source: PostgresDurabilitySource) => PostgresStreamDurability
+/**
+ * What `postgresDurability(pool)` returns: a function from a source to an
+ * adapter (where core's `memoryStream(request)` returns the adapter itself:
+ * call it per request, `durability(request)`), plus `close()`.
+ */
+export interface PostgresDurabilityFactory extends AsyncDisposable {
+  (source: PostgresDurabilitySource): PostgresStreamDurability
+  /**
+   * Release this factory's share of the listener connection (it closes when
+   * nothing else uses it). The pool stays open; adapters already made keep
+   * working (parked readers poll). Idempotent.
+   */
+  close: () => Promise<void>
+}
 
 interface ReadResult {
   logId?: number
@@ -72,7 +94,7 @@ function readResumeOffset(request: Request): string | null {
 
 /** A fetch `Request` (duck-typed: frameworks may bring their own Request class). */
 function isRequestLike(source: unknown): source is Request {
-  if (typeof Request !== 'undefined' && source instanceof Request) return true
+  if (source instanceof Request) return true
   return (
     typeof source === 'object' &&
     source !== null &&
@@ -100,20 +122,36 @@ function checkRunId(runId: unknown): string {
  * so a resume request must name its run.
  */
 export function postgresDurability(pool: Queryable, options: PostgresDurabilityOptions = {}): PostgresDurabilityFactory {
-  const pollMs = options.pollMs ?? 1_500
-  const pageSize = options.pageSize ?? 1_000
-  const firstChunkDeadlineMs = options.firstChunkDeadlineMs ?? 10_000
-  const activeRunFirstChunkDeadlineMs = options.activeRunFirstChunkDeadlineMs ?? 120_000
-  if (!(Number.isFinite(pollMs) && pollMs > 0)) throw new Error(`pollMs must be > 0, got ${pollMs}.`)
-  if (!(Number.isSafeInteger(pageSize) && pageSize > 0 && pageSize <= 2_147_483_647)) {
-    throw new Error(`pageSize must be a positive integer, got ${pageSize}.`)
-  }
-  if (!(firstChunkDeadlineMs >= 0) || !(activeRunFirstChunkDeadlineMs >= 0)) {
-    throw new Error('first-chunk deadlines must be >= 0.')
-  }
-  const listener = sharedListener(pool, options)
+  const pollMs = checkNumberOption(
+    options.fallbackPollMs ?? options.pollMs ?? 1_500,
+    'fallbackPollMs',
+    (n) => Number.isFinite(n) && n > 0,
+    `fallbackPollMs must be > 0, got ${options.fallbackPollMs ?? options.pollMs}.`,
+  )
+  const pageSize = checkNumberOption(
+    options.pageSize ?? 1_000,
+    'pageSize',
+    (n) => Number.isSafeInteger(n) && n > 0 && n <= 2_147_483_647,
+    `pageSize must be a positive integer, got ${options.pageSize}.`,
+  )
+  const firstChunkDeadlineMs = checkNumberOption(
+    options.firstChunkDeadlineMs ?? 10_000,
+    'firstChunkDeadlineMs',
+    (n) => n >= 0,
+    'first-chunk deadlines must be >= 0.',
+  )
+  const activeRunFirstChunkDeadlineMs = checkNumberOption(
+    options.activeRunFirstChunkDeadlineMs ?? 120_000,
+    'activeRunFirstChunkDeadlineMs',
+    (n) => n >= 0,
+    'first-chunk deadlines must be >= 0.',
+  )
+  const handle = acquireListener(pool, options)
+  const listener = handle.listener
+  const close = () => handle.release()
+  return Object.assign(makeAdapter, { close, [Symbol.asyncDispose]: close })
 
-  return (source) => {
+  function makeAdapter(source: PostgresDurabilitySource): PostgresStreamDurability {
     let runId: string
     let resumeOffset: string | null
     if (typeof source === 'string') {
@@ -138,10 +176,27 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
     return createDurability(runId, resumeOffset)
   }
 
+  /** JSON drops members whose value is `undefined`: say so, once per adapter. */
+  function reportUndefinedMembers(runId: string, chunks: ReadonlyArray<unknown>): boolean {
+    for (const chunk of chunks) {
+      const path = undefinedMember(chunk, '')
+      if (path !== null) {
+        handle.report(
+          'chunk.undefined_member',
+          `a ${String((chunk as { type?: unknown }).type)} chunk has the member ${path} = undefined; JSON cannot store it (a key is dropped, an array element becomes null), so readers and replays do not see it (live SSE drops it too)`,
+          { runId, path },
+        )
+        return true
+      }
+    }
+    return false
+  }
+
   function createDurability(runId: string, resumeOffset: string | null): PostgresStreamDurability {
     const tag = runTag(runId)
     const producerId = randomUUID()
     let producerSeq = 0
+    let reportedUndefined = false
     const format = (seq: number) => `v1.${tag}.${seq}`
 
     function parseOffset(offset: string): number {
@@ -173,6 +228,7 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
       async append(chunks) {
         if (!Array.isArray(chunks)) throw new TypeError('append expects an array of chunks.')
         if (chunks.length === 0) return []
+        if (!reportedUndefined) reportedUndefined = reportUndefinedMembers(runId, chunks)
         producerSeq += 1
         const seqs = await value<Array<number>>(
           pool,
@@ -265,4 +321,24 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
       }
     }
   }
+}
+
+/** The path of the first member (at any depth) whose value is `undefined`, or null. */
+function undefinedMember(input: unknown, path: string): string | null {
+  if (typeof input !== 'object' || input === null) return null
+  if (typeof (input as { toJSON?: unknown }).toJSON === 'function') return null
+  if (Array.isArray(input)) {
+    for (let i = 0; i < input.length; i++) {
+      const found = undefinedMember(input[i], `${path}[${i}]`)
+      if (found !== null) return found
+    }
+    return null
+  }
+  for (const [key, member] of Object.entries(input)) {
+    const here = path === '' ? key : `${path}.${key}`
+    if (member === undefined) return here
+    const found = undefinedMember(member, here)
+    if (found !== null) return found
+  }
+  return null
 }

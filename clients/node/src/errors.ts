@@ -22,84 +22,135 @@ export type SandboxCheckpointErrorCode =
 
 export class SandboxCheckpointError extends Error {
   readonly code: SandboxCheckpointErrorCode
-  constructor(code: SandboxCheckpointErrorCode, message: string) {
-    super(message)
+  constructor(code: SandboxCheckpointErrorCode, message: string, options?: ErrorOptions) {
+    super(message, options)
     this.name = 'SandboxCheckpointError'
     this.code = code
   }
 }
 
 export class SandboxCheckpointConflictError extends SandboxCheckpointError {
-  constructor(message: string) {
-    super('SANDBOX_SNAPSHOT_STALE_HEAD', message)
+  constructor(message: string, options?: ErrorOptions) {
+    super('SANDBOX_SNAPSHOT_STALE_HEAD', message, options)
     this.name = 'SandboxCheckpointConflictError'
   }
 }
 
 export class SandboxCheckpointParentMismatchError extends SandboxCheckpointError {
-  constructor(message: string) {
-    super('SANDBOX_SNAPSHOT_PARENT_MISMATCH', message)
+  constructor(message: string, options?: ErrorOptions) {
+    super('SANDBOX_SNAPSHOT_PARENT_MISMATCH', message, options)
     this.name = 'SandboxCheckpointParentMismatchError'
   }
 }
 
 export class SandboxCheckpointDuplicateIdError extends SandboxCheckpointError {
-  constructor(message: string) {
-    super('SANDBOX_SNAPSHOT_DUPLICATE_ID', message)
+  constructor(message: string, options?: ErrorOptions) {
+    super('SANDBOX_SNAPSHOT_DUPLICATE_ID', message, options)
     this.name = 'SandboxCheckpointDuplicateIdError'
   }
 }
 
 export class SandboxCheckpointNotHeadError extends SandboxCheckpointError {
-  constructor(message: string) {
-    super('SANDBOX_SNAPSHOT_NOT_HEAD', message)
+  constructor(message: string, options?: ErrorOptions) {
+    super('SANDBOX_SNAPSHOT_NOT_HEAD', message, options)
     this.name = 'SandboxCheckpointNotHeadError'
   }
 }
 
 export class SandboxCheckpointWriterConflictError extends SandboxCheckpointError {
-  constructor(message: string) {
-    super('SANDBOX_SNAPSHOT_WRITER_CONFLICT', message)
+  constructor(message: string, options?: ErrorOptions) {
+    super('SANDBOX_SNAPSHOT_WRITER_CONFLICT', message, options)
     this.name = 'SandboxCheckpointWriterConflictError'
   }
 }
 
 export class SandboxCheckpointWriterLostError extends SandboxCheckpointError {
-  constructor(message: string) {
-    super('SANDBOX_SNAPSHOT_WRITER_LOST', message)
+  constructor(message: string, options?: ErrorOptions) {
+    super('SANDBOX_SNAPSHOT_WRITER_LOST', message, options)
     this.name = 'SandboxCheckpointWriterLostError'
   }
 }
 
 export class SandboxCheckpointInvalidIdError extends SandboxCheckpointError {
-  constructor(message: string) {
-    super('SANDBOX_SNAPSHOT_INVALID_ID', message)
+  constructor(message: string, options?: ErrorOptions) {
+    super('SANDBOX_SNAPSHOT_INVALID_ID', message, options)
     this.name = 'SandboxCheckpointInvalidIdError'
   }
 }
 
 export class SandboxCheckpointInvalidEntryError extends SandboxCheckpointError {
-  constructor(message: string) {
-    super('SANDBOX_SNAPSHOT_INVALID_ENTRY', message)
+  constructor(message: string, options?: ErrorOptions) {
+    super('SANDBOX_SNAPSHOT_INVALID_ENTRY', message, options)
     this.name = 'SandboxCheckpointInvalidEntryError'
   }
 }
 
+/** Codes of the set-up errors (`SandboxPersistSetupError`). */
+export type SandboxPersistSetupErrorCode =
+  /** 3F000: the schema `sandbox_persist` does not exist in this database. */
+  | 'EXTENSION_NOT_INSTALLED'
+  /** 42883: a `sandbox_persist.*` function is missing: the installed extension is older than this package. */
+  | 'EXTENSION_OUTDATED'
+  /** 42501 on a `sandbox_persist` object: the app's role was not granted access. */
+  | 'PERMISSION_DENIED'
+  /** 58P01: the server cannot load the extension's library (package not installed on that server). */
+  | 'SERVER_FILES_MISSING'
+
+/** Every code a `SandboxPersistError` can carry. */
+export type SandboxPersistErrorCode =
+  | 'INTERRUPT_BATCH_DUPLICATE_ID'
+  | 'INTERRUPT_BATCH_MISSING_ID'
+  | 'INTERRUPT_BATCH_NON_PENDING_ID'
+  | 'RUN_EPOCH_NOT_INCREASING'
+  | 'BLOB_CONTENT_HASH_MISMATCH'
+  | 'BLOB_UPLOAD_NOT_FOUND'
+  | 'BLOB_UPLOAD_OFFSET_MISMATCH'
+  | 'EVENT_LOG_NOT_FOUND'
+  | 'EVENT_LOG_OFFSET_OUT_OF_RANGE'
+  | 'EVENT_LOG_PRODUCER_SEQ_CONFLICT'
+  | 'EVENT_LOG_FENCE_STALE'
+  | 'EVENT_LOG_INVALID_OFFSET'
+  | 'CLIENT_CLOCK_NOT_ALLOWED'
+  | 'TEST_RESET_NOT_ALLOWED'
+  /** A class-SP error this package does not know yet (a newer extension): `sqlstate` tells which. */
+  | 'UNKNOWN_SP_ERROR'
+  /** The store was closed with `close()`. */
+  | 'ADAPTER_CLOSED'
+  /** A blob was overwritten or deleted while its body was read in pieces: read it again. */
+  | 'BLOB_VERSION_CHANGED'
+  | SandboxPersistSetupErrorCode
+
 /**
  * Any other class-SP error of the extension (RUN_EPOCH_NOT_INCREASING,
- * BLOB_*, EVENT_LOG_*, CLIENT_CLOCK_NOT_ALLOWED, ...): a plain `Error` whose
- * `code` is the contract's code name.
+ * BLOB_*, EVENT_LOG_*, CLIENT_CLOCK_NOT_ALLOWED, ...), and the adapter's own
+ * (ADAPTER_CLOSED, EVENT_LOG_INVALID_OFFSET, BLOB_VERSION_CHANGED): an `Error` whose `code` is the
+ * contract's code name. The driver error, when there is one, is `cause`.
  */
 export class SandboxPersistError extends Error {
-  readonly code: string
+  readonly code: SandboxPersistErrorCode
   readonly sqlstate: string | undefined
   readonly detail: string | undefined
-  constructor(code: string, message: string, sqlstate?: string, detail?: string) {
-    super(message)
+  constructor(code: SandboxPersistErrorCode, message: string, sqlstate?: string, detail?: string, options?: ErrorOptions) {
+    super(message, options)
     this.name = 'SandboxPersistError'
     this.code = code
     this.sqlstate = sqlstate
     this.detail = detail
+  }
+}
+
+/**
+ * The database is not set up for this package: the extension is missing or
+ * older than the package, the app's role has no access, or the server lacks
+ * the extension's files. `hint` says what to run.
+ */
+export class SandboxPersistSetupError extends SandboxPersistError {
+  declare readonly code: SandboxPersistSetupErrorCode
+  readonly hint: string
+  constructor(code: SandboxPersistSetupErrorCode, message: string, hint: string, sqlstate: string, options?: ErrorOptions) {
+    super(code, `${message} Hint: ${hint}`, sqlstate, undefined, options)
+    this.name = 'SandboxPersistSetupError'
+    this.hint = hint
   }
 }
 
@@ -133,7 +184,7 @@ export class LockLostError extends Error {
   }
 }
 
-const CHECKPOINT_CLASSES: Record<string, new (message: string) => SandboxCheckpointError> = {
+const CHECKPOINT_CLASSES: Record<string, new (message: string, options?: ErrorOptions) => SandboxCheckpointError> = {
   SANDBOX_SNAPSHOT_STALE_HEAD: SandboxCheckpointConflictError,
   SANDBOX_SNAPSHOT_PARENT_MISMATCH: SandboxCheckpointParentMismatchError,
   SANDBOX_SNAPSHOT_DUPLICATE_ID: SandboxCheckpointDuplicateIdError,
@@ -145,7 +196,7 @@ const CHECKPOINT_CLASSES: Record<string, new (message: string) => SandboxCheckpo
 }
 
 /** SQLSTATE -> code name, used when a detail does not carry the name. */
-const SP_CODES: Record<string, string> = {
+const SP_CODES: Record<string, SandboxCheckpointErrorCode | SandboxPersistErrorCode> = {
   SP001: 'SANDBOX_SNAPSHOT_STALE_HEAD',
   SP002: 'SANDBOX_SNAPSHOT_PARENT_MISMATCH',
   SP003: 'SANDBOX_SNAPSHOT_DUPLICATE_ID',
@@ -174,6 +225,9 @@ const SP_CODES: Record<string, string> = {
   SP902: 'TEST_RESET_NOT_ALLOWED',
 }
 
+/** The code names a class-SP error may carry (anything else is `UNKNOWN_SP_ERROR`). */
+const KNOWN_CODES = new Set<string>(Object.values(SP_CODES))
+
 /** The fields of a node-postgres `DatabaseError` this module reads. */
 interface PgErrorLike {
   code?: unknown
@@ -200,16 +254,53 @@ export interface ErrorContext {
   rangeErrors?: ReadonlyArray<string>
 }
 
-function decorate<T extends Error>(
-  error: T,
-  sqlstate: string,
-  detail: string | undefined,
-  cause: unknown,
-): T {
+/** Attach the SQLSTATE and detail to a translated error (the driver error is its `cause`). */
+function decorate<T extends Error>(error: T, sqlstate: string, detail: string | undefined): T {
   Object.defineProperty(error, 'sqlstate', { value: sqlstate, enumerable: false })
   Object.defineProperty(error, 'detail', { value: detail, enumerable: false })
-  Object.defineProperty(error, 'cause', { value: cause, enumerable: false })
   return error
+}
+
+/** A set-up failure (the database is not ready for this package), or null. */
+function setupError(sqlstate: string, message: string, cause: unknown): SandboxPersistSetupError | null {
+  const ours = /sandbox_persist/.test(message)
+  if (sqlstate === '3F000' && ours) {
+    return new SandboxPersistSetupError(
+      'EXTENSION_NOT_INSTALLED',
+      `The sandbox_persist extension is not installed in this database (${message}).`,
+      'run CREATE EXTENSION sandbox_persist; (as a superuser or the database owner) in the database the pool connects to.',
+      sqlstate,
+      { cause },
+    )
+  }
+  if (sqlstate === '42883' && ours) {
+    return new SandboxPersistSetupError(
+      'EXTENSION_OUTDATED',
+      `The installed sandbox_persist extension lacks a function this package calls (${message}).`,
+      'run ALTER EXTENSION sandbox_persist UPDATE; after installing the matching server package.',
+      sqlstate,
+      { cause },
+    )
+  }
+  if (sqlstate === '42501' && ours) {
+    return new SandboxPersistSetupError(
+      'PERMISSION_DENIED',
+      `The database role has no access to sandbox_persist (${message}).`,
+      "run SELECT sandbox_persist.grant_app_role('<your app role>'); as the extension's owner.",
+      sqlstate,
+      { cause },
+    )
+  }
+  if (sqlstate === '58P01' && ours) {
+    return new SandboxPersistSetupError(
+      'SERVER_FILES_MISSING',
+      `The database server cannot load the sandbox_persist library (${message}).`,
+      'install the sandbox_persist server package (make install, or your distribution package) on every database server, then reconnect.',
+      sqlstate,
+      { cause },
+    )
+  }
+  return null
 }
 
 /** Translate a node-postgres error into the adapter's error (sql-api.md 4). */
@@ -218,8 +309,11 @@ export function translateError(error: unknown, context: ErrorContext = {}): unkn
   const sqlstate = error.code
   const detail = typeof error.detail === 'string' ? error.detail : undefined
 
+  const setup = setupError(sqlstate, error.message, error)
+  if (setup !== null) return setup
+
   if (sqlstate.startsWith('SP')) {
-    let code = SP_CODES[sqlstate] ?? sqlstate
+    let code: string = SP_CODES[sqlstate] ?? 'UNKNOWN_SP_ERROR'
     let sentence = detail ?? error.message
     const match = detail === undefined ? null : /^([A-Z][A-Z0-9_]*): ([\s\S]*)$/.exec(detail)
     if (match) {
@@ -229,26 +323,31 @@ export function translateError(error: unknown, context: ErrorContext = {}): unkn
     if (code.startsWith('SANDBOX_SNAPSHOT_')) {
       const Ctor = CHECKPOINT_CLASSES[code]
       const e = Ctor
-        ? new Ctor(sentence)
-        : new SandboxCheckpointError(code as SandboxCheckpointErrorCode, sentence)
-      return decorate(e, sqlstate, detail, error)
+        ? new Ctor(sentence, { cause: error })
+        : new SandboxCheckpointError(code as SandboxCheckpointErrorCode, sentence, { cause: error })
+      return decorate(e, sqlstate, detail)
     }
     if (code.startsWith('INTERRUPT_BATCH_')) {
       // Upstream throws a plain Error with exactly this text.
-      const e = new Error(sentence)
+      const e = new Error(sentence, { cause: error })
       Object.defineProperty(e, 'code', { value: code, enumerable: false })
-      return decorate(e, sqlstate, detail, error)
+      return decorate(e, sqlstate, detail)
     }
-    return decorate(new SandboxPersistError(code, `${error.message}: ${sentence}`, sqlstate, detail), sqlstate, detail, error)
+    if (!KNOWN_CODES.has(code)) code = 'UNKNOWN_SP_ERROR'
+    return decorate(
+      new SandboxPersistError(code as SandboxPersistErrorCode, `${error.message}: ${sentence}`, sqlstate, detail, { cause: error }),
+      sqlstate,
+      detail,
+    )
   }
 
   const useDetail = detail !== undefined && (context.detailIsMessage ?? []).includes(sqlstate)
   const message = useDetail ? (detail as string) : detail ? `${error.message}: ${detail}` : error.message
   if (sqlstate === '22003' || sqlstate === '54000' || (context.rangeErrors ?? []).includes(sqlstate)) {
-    return decorate(new RangeError(message), sqlstate, detail, error)
+    return decorate(new RangeError(message, { cause: error }), sqlstate, detail)
   }
   if (sqlstate.startsWith('22')) {
-    return decorate(new TypeError(message), sqlstate, detail, error)
+    return decorate(new TypeError(message, { cause: error }), sqlstate, detail)
   }
   return error
 }

@@ -20,7 +20,7 @@ export {
 } from './persistence.js'
 export { postgresBlobStore, type PostgresBlobStoreOptions } from './blobs.js'
 export { postgresSandboxInstances, postgresCheckpoints, type PostgresCheckpointOptions } from './sandbox.js'
-export { postgresLocks, type PostgresLockOptions, type PostgresLockStore } from './locks.js'
+export { postgresLocks, type PostgresLockOptions, type PostgresLockStore, type WithLockOptions } from './locks.js'
 export {
   postgresDurability,
   runTag,
@@ -32,6 +32,12 @@ export {
 export { postgresMaintenance, type PostgresMaintenance, type ReaperWakeup } from './maintenance.js'
 export { closeSharedListeners, type ListenerOptions } from './listener.js'
 export {
+  DIAGNOSTICS_CHANNEL,
+  type SandboxPersistEvent,
+  type SandboxPersistLogger,
+  type SandboxPersistReport,
+} from './log.js'
+export {
   SandboxCheckpointError,
   SandboxCheckpointConflictError,
   SandboxCheckpointParentMismatchError,
@@ -42,10 +48,13 @@ export {
   SandboxCheckpointInvalidIdError,
   SandboxCheckpointInvalidEntryError,
   SandboxPersistError,
+  SandboxPersistSetupError,
   LockAcquireTimeoutError,
   LockLostError,
   translateError,
   type SandboxCheckpointErrorCode,
+  type SandboxPersistErrorCode,
+  type SandboxPersistSetupErrorCode,
 } from './errors.js'
 export type { Queryable } from './internal.js'
 export type * from './types.js'

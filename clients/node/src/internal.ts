@@ -82,11 +82,9 @@ export function isPlainObject(input: unknown): input is Record<string, unknown> 
   return typeof input === 'object' && input !== null && !Array.isArray(input)
 }
 
-/** `String.prototype.isWellFormed` (Node 20), with a fallback for older runtimes. */
+/** `String.prototype.isWellFormed` (ES2024, in every Node the package supports). */
 function isWellFormed(input: string): boolean {
-  const native = (input as { isWellFormed?: () => boolean }).isWellFormed
-  if (typeof native === 'function') return native.call(input)
-  return !/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(input)
+  return input.isWellFormed()
 }
 
 export type IdErrorFactory = (message: string) => Error
@@ -187,4 +185,58 @@ export function ownUndefinedToNull(record: unknown): unknown {
 export function clockValue(now: (() => number) | undefined): number | null {
   if (now === undefined) return null
   return checkInteger(now(), 'now()')
+}
+
+/** The `code` of an option that has the wrong type (as Node's own APIs name it). */
+export const INVALID_OPTION_TYPE = 'ERR_INVALID_ARG_TYPE'
+/** The `code` of an option outside its range. */
+export const OPTION_OUT_OF_RANGE = 'ERR_OUT_OF_RANGE'
+
+/** An option error as Node's APIs throw them: `TypeError`/`RangeError` with a `code` and the option's name. */
+function optionError(kind: 'type' | 'range', option: string, message: string): TypeError | RangeError {
+  const error = kind === 'type' ? new TypeError(message) : new RangeError(message)
+  Object.defineProperty(error, 'code', {
+    value: kind === 'type' ? INVALID_OPTION_TYPE : OPTION_OUT_OF_RANGE,
+    enumerable: true,
+  })
+  Object.defineProperty(error, 'option', { value: option, enumerable: true })
+  return error
+}
+
+/**
+ * Validate a numeric option: a non-number is a `TypeError`
+ * (`ERR_INVALID_ARG_TYPE`), a number outside `inRange` a `RangeError`
+ * (`ERR_OUT_OF_RANGE`) whose message is `message`.
+ */
+export function checkNumberOption(
+  input: unknown,
+  option: string,
+  inRange: (n: number) => boolean,
+  message: string,
+): number {
+  if (typeof input !== 'number') {
+    throw optionError('type', option, `${option} must be a number, got ${input === null ? 'null' : typeof input}.`)
+  }
+  if (!inRange(input)) throw optionError('range', option, message)
+  return input
+}
+
+/** Validate a function option (`TypeError`, `ERR_INVALID_ARG_TYPE`). */
+export function checkFunctionOption(input: unknown, option: string, message: string): void {
+  if (typeof input !== 'function') throw optionError('type', option, message)
+}
+
+/** Validate an `AbortSignal` argument (`TypeError`, `ERR_INVALID_ARG_TYPE`). */
+export function checkSignal(input: unknown, option: string): AbortSignal | undefined {
+  if (input === undefined) return undefined
+  if (typeof input !== 'object' || input === null || typeof (input as AbortSignal).aborted !== 'boolean' ||
+      typeof (input as AbortSignal).addEventListener !== 'function') {
+    throw optionError('type', option, `${option} must be an AbortSignal.`)
+  }
+  return input as AbortSignal
+}
+
+/** The reason an aborted signal rejects with (an `AbortError` when it has none). */
+export function abortReason(signal: AbortSignal): unknown {
+  return signal.reason ?? new DOMException('The operation was aborted.', 'AbortError')
 }

@@ -9,6 +9,7 @@
  * reading (draining the server's notification queue) for as long as it is open.
  */
 import pg from 'pg'
+import { report, type SandboxPersistEvent, type SandboxPersistLogger } from './log.js'
 
 export const LOCK_CHANNEL = 'sandbox_persist_lock'
 export const EVENT_LOG_CHANNEL = 'sandbox_persist_event_log'
@@ -19,24 +20,105 @@ const CHANNELS = [LOCK_CHANNEL, EVENT_LOG_CHANNEL, REAPER_CHANNEL, ATTENTION_CHA
 /** `null` means "reconnected: you may have missed notifications". */
 export type NotificationHandler = (payload: string | null) => void
 
-/** How the adapter obtains its dedicated listener connection. */
+/** How the adapter obtains its dedicated listener connection, and where it reports. */
 export interface ListenerOptions {
   /** Connection string for the listener; it must reach the primary directly (no transaction pooler). */
   listenerConnectionString?: string
   /** Or a factory for a new, unconnected, unpooled `pg.Client`. */
   listenerClient?: () => pg.Client
+  /**
+   * Where degradations and callback failures are reported (`console` fits).
+   * They are also published on the diagnostics channel `sandbox-persist:adapter`.
+   */
+  logger?: SandboxPersistLogger
 }
 
 const RETRY_AFTER_FAILURE_MS = 1000
+/** How long `close()` waits for the server to acknowledge the end before it drops the socket. */
+const END_TIMEOUT_MS = 1000
+
+/** The socket of a node-postgres client (not part of its public types). */
+function socketOf(client: pg.Client): { ref?: () => void; unref?: () => void; destroy?: () => void } | undefined {
+  return (client as unknown as { connection?: { stream?: { ref?: () => void; unref?: () => void; destroy?: () => void } } })
+    .connection?.stream
+}
+
+/**
+ * End a client and settle, whatever state it is in: the socket is referenced
+ * again (an unreferenced socket would let Node exit with the end pending), and
+ * destroyed when the server does not answer in time.
+ */
+async function endClient(client: pg.Client): Promise<void> {
+  const socket = socketOf(client)
+  socket?.ref?.()
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const timeout = new Promise<void>((resolve) => {
+    timer = setTimeout(() => {
+      socket?.destroy?.()
+      resolve()
+    }, END_TIMEOUT_MS)
+  })
+  try {
+    await Promise.race([client.end().catch(() => undefined), timeout])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+/** One factory's share of a shared listener; `release()` gives it back. */
+export class ListenerHandle {
+  private released = false
+  constructor(
+    readonly listener: SharedListener,
+    readonly logger: SandboxPersistLogger | undefined,
+  ) {}
+
+  /** Report to this handle's logger (and the diagnostics channel). */
+  report(event: SandboxPersistEvent, message: string, fields?: Record<string, unknown>): void {
+    report([this.logger], event, message, fields)
+  }
+
+  /** Give this share back; the connection closes when the last share is released. Idempotent. */
+  async release(): Promise<void> {
+    if (this.released) return
+    this.released = true
+    await this.listener.release(this)
+  }
+}
 
 export class SharedListener {
   private client: pg.Client | undefined
+  private pending: pg.Client | undefined
+  private abortConnect: (() => void) | undefined
   private connecting: Promise<boolean> | undefined
   private lastFailure = 0
+  private degraded = false
   private closed = false
   private readonly handlers = new Map<string, Set<NotificationHandler>>()
+  private readonly handles = new Set<ListenerHandle>()
 
-  constructor(private readonly factory: () => pg.Client) {}
+  constructor(
+    private readonly factory: () => pg.Client,
+    private readonly onEmpty: (listener: SharedListener) => void = () => undefined,
+  ) {}
+
+  /** A share of this listener for one factory result. */
+  acquire(logger: SandboxPersistLogger | undefined): ListenerHandle {
+    const handle = new ListenerHandle(this, logger)
+    this.handles.add(handle)
+    return handle
+  }
+
+  /** Drop a share; closes the connection when none is left. */
+  async release(handle: ListenerHandle): Promise<void> {
+    if (!this.handles.delete(handle) || this.handles.size > 0) return
+    this.onEmpty(this)
+    await this.close()
+  }
+
+  private report(event: SandboxPersistEvent, message: string, fields?: Record<string, unknown>): void {
+    report([...this.handles].map((h) => h.logger), event, message, fields)
+  }
 
   /**
    * Connect (once) and LISTEN on every channel. Resolves false when the
@@ -55,31 +137,61 @@ export class SharedListener {
 
   private async connect(): Promise<boolean> {
     const client = this.factory()
-    const drop = () => {
-      if (this.client === client) this.client = undefined
+    this.pending = client
+    const drop = (error?: unknown) => {
       client.removeAllListeners('notification')
+      if (this.client !== client) return
+      this.client = undefined
+      if (this.closed) return
+      this.degraded = true
+      this.report('listener.lost', 'the LISTEN connection was lost; waiters poll until it is back', {
+        ...(error === undefined ? {} : { error }),
+      })
     }
     client.on('error', drop)
-    client.on('end', drop)
+    client.on('end', () => drop())
     client.on('notification', (message) => this.dispatch(message.channel, message.payload ?? ''))
+    // node-postgres never settles connect() for a client ended while connecting: race it with close().
+    const aborted = new Promise<never>((_, reject) => {
+      this.abortConnect = () => reject(new Error('The listener was closed while connecting.'))
+    })
+    aborted.catch(() => undefined)
     try {
-      await client.connect()
+      await Promise.race([client.connect(), aborted])
       await client.query(CHANNELS.map((c) => `LISTEN ${c}`).join('; '))
-      const stream = (client as unknown as { connection?: { stream?: { unref?: () => void } } }).connection?.stream
-      stream?.unref?.()
+      socketOf(client)?.unref?.()
       if (this.closed) {
-        await client.end().catch(() => undefined)
+        await endClient(client)
         return false
       }
       this.client = client
+      if (this.degraded) {
+        this.degraded = false
+        this.report('listener.restored', 'the LISTEN connection is back; wake-ups are immediate again')
+      }
       // Anything sent while we were not listening is lost: wake everyone once.
       for (const set of this.handlers.values()) for (const handler of [...set]) handler(null)
       return true
-    } catch {
+    } catch (error) {
       this.lastFailure = Date.now()
       client.removeAllListeners('notification')
-      await client.end().catch(() => undefined)
+      await endClient(client)
+      if (this.closed) return false
+      if (!this.degraded) {
+        this.degraded = true
+        this.report(
+          'listener.connect_failed',
+          'could not open the LISTEN connection; waiters fall back to polling (slower hand-offs) and it is retried. ' +
+            'Behind a transaction pooler, pass listenerConnectionString or listenerClient.',
+          { error },
+        )
+      }
       return false
+    } finally {
+      if (this.pending === client) {
+        this.pending = undefined
+        this.abortConnect = undefined
+      }
     }
   }
 
@@ -111,12 +223,17 @@ export class SharedListener {
     return this.client !== undefined
   }
 
+  /** Close the connection (also one being opened); settles in every state. */
   async close(): Promise<void> {
     this.closed = true
     const client = this.client
     this.client = undefined
+    const pending = this.pending
+    this.abortConnect?.()
+    // Ending a client that is still connecting drops its socket: connect() then fails and returns.
+    if (pending !== undefined && pending !== client) await endClient(pending)
+    if (client !== undefined) await endClient(client)
     if (this.connecting !== undefined) await this.connecting.catch(() => false)
-    if (client !== undefined) await client.end().catch(() => undefined)
   }
 }
 
@@ -143,12 +260,22 @@ function poolConfig(pool: unknown): pg.ClientConfig {
 }
 
 /**
- * The process-wide listener for the database `pool` talks to (or the one named
- * by `options`). Two pools to the same database share one listener.
+ * The connection settings of a `pg.Client` (or a pool's client) passed instead
+ * of a pool: node-postgres keeps them in `connectionParameters`.
  */
-export function sharedListener(pool: unknown, options: ListenerOptions = {}): SharedListener {
-  let key: string
-  let factory: () => pg.Client
+function clientConfig(db: unknown): pg.ClientConfig | undefined {
+  const params = (db as { connectionParameters?: unknown }).connectionParameters
+  if (typeof params !== 'object' || params === null) return undefined
+  const p = params as Record<string, unknown>
+  const config: Record<string, unknown> = {}
+  for (const name of ['user', 'database', 'port', 'host', 'password', 'ssl', 'options']) {
+    if (p[name] !== undefined && p[name] !== null) config[name] = p[name]
+  }
+  return config as pg.ClientConfig
+}
+
+/** The listener key and connection factory for `pool` and `options`. */
+function listenerSource(pool: unknown, options: ListenerOptions): { key: string; factory: () => pg.Client } {
   if (options.listenerClient !== undefined) {
     const given = options.listenerClient
     let k = factoryKeys.get(given)
@@ -156,32 +283,53 @@ export function sharedListener(pool: unknown, options: ListenerOptions = {}): Sh
       k = `factory:${++factoryCounter}`
       factoryKeys.set(given, k)
     }
-    key = k
-    factory = given
-  } else if (options.listenerConnectionString !== undefined) {
-    const connectionString = options.listenerConnectionString
-    key = `url:${connectionString}`
-    factory = () => new pg.Client({ connectionString })
-  } else {
-    const config = poolConfig(pool)
-    key = `pool:${JSON.stringify({
-      connectionString: config.connectionString,
-      host: config.host ?? process.env.PGHOST,
-      port: config.port ?? process.env.PGPORT,
-      database: config.database ?? process.env.PGDATABASE,
-      user: config.user ?? process.env.PGUSER,
-    })}`
-    factory = () => new pg.Client(config)
+    return { key: k, factory: given }
   }
+  if (options.listenerConnectionString !== undefined) {
+    const connectionString = options.listenerConnectionString
+    return { key: `url:${connectionString}`, factory: () => new pg.Client({ connectionString }) }
+  }
+  const isPool = typeof (pool as { options?: unknown }).options === 'object'
+  const config = (isPool ? undefined : clientConfig(pool)) ?? poolConfig(pool)
+  const key = `db:${JSON.stringify({
+    connectionString: config.connectionString,
+    host: config.host ?? process.env.PGHOST,
+    port: config.port ?? process.env.PGPORT,
+    database: config.database ?? process.env.PGDATABASE,
+    user: config.user ?? process.env.PGUSER,
+  })}`
+  return { key, factory: () => new pg.Client(config) }
+}
+
+/**
+ * The process-wide listener for the database `pool` talks to (or the one named
+ * by `options`). Two pools to the same database share one listener. `pool`
+ * may also be a `pg.Client`: the listener then opens its own connection with
+ * the client's settings.
+ */
+export function sharedListener(pool: unknown, options: ListenerOptions = {}): SharedListener {
+  const { key, factory } = listenerSource(pool, options)
   let listener = listeners.get(key)
   if (listener === undefined) {
-    listener = new SharedListener(factory)
-    listeners.set(key, listener)
+    const created = new SharedListener(factory, (l) => {
+      if (listeners.get(key) === l) listeners.delete(key)
+    })
+    listeners.set(key, created)
+    listener = created
   }
   return listener
 }
 
-/** Close every shared listener connection (graceful shutdown, tests). */
+/** A share of the shared listener for one factory result (see `ListenerHandle.release`). */
+export function acquireListener(pool: unknown, options: ListenerOptions = {}): ListenerHandle {
+  return sharedListener(pool, options).acquire(options.logger)
+}
+
+/**
+ * Close every shared listener connection (graceful shutdown, tests). Settles
+ * in any order with `pool.end()`, also when the listener is idle or was never
+ * opened. Stores keep working afterwards, by polling alone.
+ */
 export async function closeSharedListeners(): Promise<void> {
   const all = [...listeners.values()]
   listeners.clear()

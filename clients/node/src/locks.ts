@@ -13,9 +13,9 @@
 import { createHash } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import type { LockStore } from '@tanstack/ai/locks'
-import { LockAcquireTimeoutError, LockLostError } from './errors.js'
-import { checkTextId, run, value, type Queryable } from './internal.js'
-import { LOCK_CHANNEL, sharedListener, Waker, type ListenerOptions } from './listener.js'
+import { LockAcquireTimeoutError, LockLostError, SandboxPersistError } from './errors.js'
+import { abortReason, checkNumberOption, checkSignal, checkTextId, run, value, type Queryable } from './internal.js'
+import { acquireListener, LOCK_CHANNEL, Waker, type ListenerOptions } from './listener.js'
 
 const SP = 'sandbox_persist'
 
@@ -28,44 +28,88 @@ export interface PostgresLockOptions extends ListenerOptions {
   safetyMarginMs?: number
   /** Give up waiting after this long with `LockAcquireTimeoutError` (default 15 minutes). */
   acquireTimeoutMs?: number
-  /** First poll interval while waiting (default 250); grows ×1.5 with jitter up to `maxPollMs`. */
+  /**
+   * First retry interval while waiting for a held lock (default 250); it grows
+   * ×1.5 with jitter up to `maxPollMs`. A release wakes waiters at once (NOTIFY).
+   */
+  minPollMs?: number
+  /** @deprecated The old name of `minPollMs`. */
   pollMs?: number
-  /** Largest poll interval (default 5000). */
+  /** Largest retry interval while waiting (default 5000). */
   maxPollMs?: number
 }
 
-export interface PostgresLockStore extends LockStore {
-  /** The options in force, after defaults. */
-  readonly options: Required<Omit<PostgresLockOptions, keyof ListenerOptions>>
+/** Per-call options of `withLock` (the third, optional argument). */
+export interface WithLockOptions {
+  /**
+   * Abort the wait for acquisition: `withLock` then rejects with the signal's
+   * reason and `fn` never runs. Once the lock is held, the signal has no effect.
+   */
+  signal?: AbortSignal
 }
 
-function check(condition: boolean, message: string): void {
-  if (!condition) throw new Error(message)
+export interface PostgresLockStore extends LockStore, AsyncDisposable {
+  withLock: <T>(key: string, fn: (signal: AbortSignal) => Promise<T>, options?: WithLockOptions) => Promise<T>
+  /** The options in force, after defaults. */
+  readonly options: Required<Omit<PostgresLockOptions, keyof ListenerOptions | 'pollMs'>>
+  /**
+   * Release what this store opened: its share of the listener connection (the
+   * connection closes when no store uses it). The pool stays open. Later
+   * `withLock` calls reject with `ADAPTER_CLOSED`; calls in progress finish
+   * (polling). Idempotent; also `await using locks = postgresLocks(pool)`.
+   */
+  close: () => Promise<void>
 }
+
+const positive = (n: number) => Number.isFinite(n) && n > 0
 
 export function postgresLocks(pool: Queryable, options: PostgresLockOptions = {}): PostgresLockStore {
-  const ttlMs = options.ttlMs ?? 15_000
-  const safetyMarginMs = options.safetyMarginMs ?? 1_000
-  const renewEveryMs = options.renewEveryMs ?? 4_000
-  const acquireTimeoutMs = options.acquireTimeoutMs ?? 15 * 60_000
-  const pollMs = options.pollMs ?? 250
-  const maxPollMs = options.maxPollMs ?? 5_000
-  check(Number.isSafeInteger(ttlMs) && ttlMs >= 1_000 && ttlMs <= 600_000, `ttlMs must be an integer between 1000 and 600000, got ${ttlMs}.`)
-  check(
-    Number.isFinite(safetyMarginMs) && safetyMarginMs >= 0 && safetyMarginMs < ttlMs,
-    `safetyMarginMs must be >= 0 and below ttlMs, got ${safetyMarginMs}.`,
+  const ttlMs = checkNumberOption(
+    options.ttlMs ?? 15_000,
+    'ttlMs',
+    (n) => Number.isSafeInteger(n) && n >= 1_000 && n <= 600_000,
+    `ttlMs must be an integer between 1000 and 600000, got ${options.ttlMs}.`,
   )
-  check(
-    Number.isFinite(renewEveryMs) && renewEveryMs > 0 && renewEveryMs < ttlMs - safetyMarginMs,
-    `renewEveryMs must be > 0 and below ttlMs - safetyMarginMs (${ttlMs - safetyMarginMs}), got ${renewEveryMs}.`,
+  const safetyMarginMs = checkNumberOption(
+    options.safetyMarginMs ?? 1_000,
+    'safetyMarginMs',
+    (n) => Number.isFinite(n) && n >= 0 && n < ttlMs,
+    `safetyMarginMs must be >= 0 and below ttlMs, got ${options.safetyMarginMs}.`,
   )
-  check(Number.isFinite(acquireTimeoutMs) && acquireTimeoutMs >= 0, `acquireTimeoutMs must be >= 0, got ${acquireTimeoutMs}.`)
-  check(Number.isFinite(pollMs) && pollMs > 0, `pollMs must be > 0, got ${pollMs}.`)
-  check(Number.isFinite(maxPollMs) && maxPollMs >= pollMs, `maxPollMs must be >= pollMs, got ${maxPollMs}.`)
+  const renewEveryMs = checkNumberOption(
+    options.renewEveryMs ?? 4_000,
+    'renewEveryMs',
+    (n) => positive(n) && n < ttlMs - safetyMarginMs,
+    `renewEveryMs must be > 0 and below ttlMs - safetyMarginMs (${ttlMs - safetyMarginMs}), got ${options.renewEveryMs}.`,
+  )
+  const acquireTimeoutMs = checkNumberOption(
+    options.acquireTimeoutMs ?? 15 * 60_000,
+    'acquireTimeoutMs',
+    (n) => Number.isFinite(n) && n >= 0,
+    `acquireTimeoutMs must be >= 0, got ${options.acquireTimeoutMs}.`,
+  )
+  const minPollMs = checkNumberOption(
+    options.minPollMs ?? options.pollMs ?? 250,
+    'minPollMs',
+    positive,
+    `minPollMs must be > 0, got ${options.minPollMs ?? options.pollMs}.`,
+  )
+  const maxPollMs = checkNumberOption(
+    options.maxPollMs ?? Math.max(5_000, minPollMs),
+    'maxPollMs',
+    (n) => Number.isFinite(n) && n >= minPollMs,
+    `maxPollMs must be >= minPollMs, got ${options.maxPollMs}.`,
+  )
 
-  const listener = sharedListener(pool, options)
+  const handle = acquireListener(pool, options)
+  const listener = handle.listener
+  let closed = false
 
-  async function acquire(key: string): Promise<{ ownerToken: string; fence: number; sentAt: number }> {
+  async function acquire(
+    key: string,
+    signal: AbortSignal | undefined,
+  ): Promise<{ ownerToken: string; fence: number; sentAt: number }> {
+    if (signal?.aborted) throw abortReason(signal)
     const hash = createHash('md5').update(key, 'utf8').digest('hex')
     const waker = new Waker()
     // Subscribe (and LISTEN) before the first attempt, so a release between
@@ -76,8 +120,9 @@ export function postgresLocks(pool: Queryable, options: PostgresLockOptions = {}
     try {
       await listener.ready()
       const started = performance.now()
-      let interval = pollMs
+      let interval = minPollMs
       for (;;) {
+        if (signal?.aborted) throw abortReason(signal)
         waker.reset()
         const sentAt = performance.now()
         const lease = await value<{ ownerToken: string; fence: number; expiresAt: number } | null>(
@@ -85,11 +130,20 @@ export function postgresLocks(pool: Queryable, options: PostgresLockOptions = {}
           `SELECT ${SP}.lock_acquire($1::text, $2::bigint) AS r`,
           [key, ttlMs],
         )
-        if (lease !== null) return { ownerToken: lease.ownerToken, fence: lease.fence, sentAt }
+        if (lease !== null) {
+          if (signal?.aborted) {
+            // Granted as the caller gave up: hand it straight back.
+            await run(pool, `SELECT ${SP}.lock_release($1::text, $2::text)`, [key, lease.ownerToken]).catch((error: unknown) =>
+              handle.report('lock.release_failed', `releasing lock ${JSON.stringify(key)} failed; it expires after its ttl`, { key, error }),
+            )
+            throw abortReason(signal)
+          }
+          return { ownerToken: lease.ownerToken, fence: lease.fence, sentAt }
+        }
         const remaining = acquireTimeoutMs - (performance.now() - started)
         if (remaining <= 0) throw new LockAcquireTimeoutError(key, acquireTimeoutMs)
         const jittered = interval * (0.5 + Math.random() * 0.5)
-        await waker.wait(Math.min(jittered, remaining))
+        if ((await waker.wait(Math.min(jittered, remaining), signal)) === 'abort') throw abortReason(signal!)
         interval = Math.min(maxPollMs, interval * 1.5)
         if (!listener.connected) void listener.ready()
       }
@@ -98,12 +152,21 @@ export function postgresLocks(pool: Queryable, options: PostgresLockOptions = {}
     }
   }
 
-  return {
-    options: { ttlMs, renewEveryMs, safetyMarginMs, acquireTimeoutMs, pollMs, maxPollMs },
+  const close = async () => {
+    closed = true
+    await handle.release()
+  }
 
-    async withLock<T>(key: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  return {
+    options: { ttlMs, renewEveryMs, safetyMarginMs, acquireTimeoutMs, minPollMs, maxPollMs },
+    close,
+    [Symbol.asyncDispose]: close,
+
+    async withLock<T>(key: string, fn: (signal: AbortSignal) => Promise<T>, callOptions?: WithLockOptions): Promise<T> {
       checkTextId(key, 'lock key')
-      const held = await acquire(key)
+      const waitSignal = checkSignal(callOptions?.signal, 'signal')
+      if (closed) throw new SandboxPersistError('ADAPTER_CLOSED', 'This lock store was closed (close() was called).')
+      const held = await acquire(key, waitSignal)
       const controller = new AbortController()
       let stopped = false
       let deadlineTimer: ReturnType<typeof setTimeout> | undefined
@@ -130,12 +193,19 @@ export function postgresLocks(pool: Queryable, options: PostgresLockOptions = {}
               `SELECT ${SP}.lock_renew($1::text, $2::text, $3::bigint) AS r`,
               [key, held.ownerToken, ttlMs],
             )
-          } catch {
+          } catch (error) {
             // Unknown outcome: keep trying; the local deadline still runs.
+            if (!stopped) {
+              handle.report('lock.renew_failed', `renewing lock ${JSON.stringify(key)} failed; retrying until the local deadline`, {
+                key,
+                error,
+              })
+            }
             continue
           }
           if (stopped) return
           if (renewed === null) {
+            handle.report('lock.lost', `lock ${JSON.stringify(key)} was lost (expired or taken over); fn's signal is aborted`, { key })
             lose('lost')
             return
           }
@@ -151,8 +221,9 @@ export function postgresLocks(pool: Queryable, options: PostgresLockOptions = {}
         if (deadlineTimer !== undefined) clearTimeout(deadlineTimer)
         try {
           await run(pool, `SELECT ${SP}.lock_release($1::text, $2::text)`, [key, held.ownerToken])
-        } catch {
+        } catch (error) {
           // Best effort: an unreleased lease expires by itself.
+          handle.report('lock.release_failed', `releasing lock ${JSON.stringify(key)} failed; it expires after its ttl`, { key, error })
         }
         await renewLoop.catch(() => undefined)
       }

@@ -4,8 +4,8 @@
  * items, report a reaper sweep, and be woken when maintenance sees detached
  * runs (`NOTIFY sandbox_persist_reaper`, A7).
  */
-import { checkInteger, checkTextId, json, run, value, type Queryable } from './internal.js'
-import { ATTENTION_CHANNEL, REAPER_CHANNEL, sharedListener, type ListenerOptions } from './listener.js'
+import { checkFunctionOption, checkInteger, checkTextId, json, run, value, type Queryable } from './internal.js'
+import { acquireListener, ATTENTION_CHANNEL, REAPER_CHANNEL, type ListenerOptions } from './listener.js'
 
 const SP = 'sandbox_persist'
 
@@ -14,34 +14,69 @@ export interface ReaperWakeup {
   due: number
 }
 
-export interface PostgresMaintenance {
+export interface PostgresMaintenance extends AsyncDisposable {
   /** One `maintain(max_rows)` pass; counts per action. */
   maintain: (options?: { maxRows?: number; nowMs?: number }) => Promise<Record<string, unknown>>
   /** The watchdog's open items (`attention_list()`). */
   attention: () => Promise<Array<Record<string, unknown>>>
   /** Report a reaper sweep (feeds the `reaper_missing` watchdog rule). */
   heartbeat: (replica: string, summary?: unknown) => Promise<void>
-  /** Call `fn` on every reaper wake-up; resolves to an unsubscribe function once listening. */
-  onReaperWake: (fn: (wakeup: ReaperWakeup) => void) => Promise<() => void>
-  /** Call `fn` when the watchdog announces a new attention item. */
-  onAttention: (fn: (item: { kind: string; runId?: string }) => void) => Promise<() => void>
+  /**
+   * Call `fn` on every reaper wake-up; resolves to an unsubscribe function once
+   * listening. An error `fn` throws (or a promise it returns rejects with) is
+   * reported to the `logger` as `callback.failed`, never swallowed silently.
+   */
+  onReaperWake: (fn: (wakeup: ReaperWakeup) => unknown) => Promise<() => void>
+  /** Call `fn` when the watchdog announces a new attention item (errors: as `onReaperWake`). */
+  onAttention: (fn: (item: { kind: string; runId?: string }) => unknown) => Promise<() => void>
+  /**
+   * Stop every callback registered here and release this object's share of the
+   * listener connection. The pool stays open. Idempotent.
+   */
+  close: () => Promise<void>
 }
 
 export function postgresMaintenance(pool: Queryable, options: ListenerOptions = {}): PostgresMaintenance {
-  const listener = sharedListener(pool, options)
-  const subscribe = async <T>(channel: string, fn: (payload: T) => void) => {
-    const unsubscribe = listener.subscribe(channel, (payload) => {
+  const handle = acquireListener(pool, options)
+  const listener = handle.listener
+  const subscriptions = new Set<() => void>()
+  const subscribe = async <T>(channel: string, name: string, fn: (payload: T) => unknown) => {
+    checkFunctionOption(fn, name, `${name} expects a function.`)
+    const failed = (error: unknown) =>
+      handle.report('callback.failed', `the ${name} callback failed`, { callback: name, channel, error })
+    const unsubscribeListener = listener.subscribe(channel, (payload) => {
       if (payload === null) return
+      let parsed: T
       try {
-        fn(JSON.parse(payload) as T)
-      } catch {
-        // not JSON: ignore
+        parsed = JSON.parse(payload) as T
+      } catch (error) {
+        handle.report('notification.invalid', `ignored a ${channel} notification that is not JSON`, { channel, payload, error })
+        return
+      }
+      try {
+        const result = fn(parsed)
+        if (typeof (result as PromiseLike<unknown> | undefined)?.then === 'function') {
+          ;(result as PromiseLike<unknown>).then(undefined, failed)
+        }
+      } catch (error) {
+        failed(error)
       }
     })
+    const unsubscribe = () => {
+      subscriptions.delete(unsubscribe)
+      unsubscribeListener()
+    }
+    subscriptions.add(unsubscribe)
     await listener.ready()
     return unsubscribe
   }
+  const close = async () => {
+    for (const unsubscribe of [...subscriptions]) unsubscribe()
+    await handle.release()
+  }
   return {
+    close,
+    [Symbol.asyncDispose]: close,
     async maintain(opts = {}) {
       const maxRows = opts.maxRows === undefined ? 1000 : checkInteger(opts.maxRows, 'maxRows')
       // nowMs is an injected clock (tests; needs sandbox_persist.allow_client_clock).
@@ -55,7 +90,7 @@ export function postgresMaintenance(pool: Queryable, options: ListenerOptions = 
       checkTextId(replica, 'replica')
       await run(pool, `SELECT ${SP}.reaper_heartbeat($1::text, $2::json)`, [replica, json(summary)])
     },
-    onReaperWake: (fn) => subscribe<ReaperWakeup>(REAPER_CHANNEL, fn),
-    onAttention: (fn) => subscribe<{ kind: string; runId?: string }>(ATTENTION_CHANNEL, fn),
+    onReaperWake: (fn) => subscribe<ReaperWakeup>(REAPER_CHANNEL, 'onReaperWake', fn),
+    onAttention: (fn) => subscribe<{ kind: string; runId?: string }>(ATTENTION_CHANNEL, 'onAttention', fn),
   }
 }

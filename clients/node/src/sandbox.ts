@@ -81,20 +81,29 @@ export function postgresCheckpoints(
 ): ForkCapableSandboxCheckpointStore {
   const leaseDurationMs = options.leaseDurationMs ?? 120_000
   const renewAfterMs = options.renewAfterMs ?? 45_000
-  if (typeof leaseDurationMs !== 'number' || !Number.isFinite(leaseDurationMs) || leaseDurationMs <= 0) {
-    throw new Error(`leaseDurationMs must be a finite number greater than 0, got ${String(leaseDurationMs)}.`)
+  // The checkpoint store contract wants a plain Error here [R23]; it still carries a code.
+  const invalid = (code: 'ERR_INVALID_ARG_TYPE' | 'ERR_OUT_OF_RANGE', message: string) =>
+    Object.defineProperty(new Error(message), 'code', { value: code, enumerable: true })
+  if (typeof leaseDurationMs !== 'number') {
+    throw invalid('ERR_INVALID_ARG_TYPE', `leaseDurationMs must be a finite number greater than 0, got ${String(leaseDurationMs)}.`)
+  }
+  if (!Number.isFinite(leaseDurationMs) || leaseDurationMs <= 0) {
+    throw invalid('ERR_OUT_OF_RANGE', `leaseDurationMs must be a finite number greater than 0, got ${String(leaseDurationMs)}.`)
   }
   if (!Number.isSafeInteger(leaseDurationMs)) {
-    throw new Error(`leaseDurationMs must be an integral number of milliseconds, got ${String(leaseDurationMs)}.`)
+    throw invalid('ERR_OUT_OF_RANGE', `leaseDurationMs must be an integral number of milliseconds, got ${String(leaseDurationMs)}.`)
   }
-  if (typeof renewAfterMs !== 'number' || !Number.isFinite(renewAfterMs) || renewAfterMs <= 0) {
-    throw new Error(`renewAfterMs must be a finite number greater than 0, got ${String(renewAfterMs)}.`)
+  if (typeof renewAfterMs !== 'number') {
+    throw invalid('ERR_INVALID_ARG_TYPE', `renewAfterMs must be a finite number greater than 0, got ${String(renewAfterMs)}.`)
+  }
+  if (!Number.isFinite(renewAfterMs) || renewAfterMs <= 0) {
+    throw invalid('ERR_OUT_OF_RANGE', `renewAfterMs must be a finite number greater than 0, got ${String(renewAfterMs)}.`)
   }
   if (renewAfterMs >= leaseDurationMs) {
-    throw new Error(`renewAfterMs (${renewAfterMs}) must be less than leaseDurationMs (${leaseDurationMs}).`)
+    throw invalid('ERR_OUT_OF_RANGE', `renewAfterMs (${renewAfterMs}) must be less than leaseDurationMs (${leaseDurationMs}).`)
   }
   if (options.now !== undefined && typeof options.now !== 'function') {
-    throw new Error('now must be a function returning epoch milliseconds.')
+    throw invalid('ERR_INVALID_ARG_TYPE', 'now must be a function returning epoch milliseconds.')
   }
   const now = options.now
 

@@ -19,7 +19,10 @@ import {
 import { withLocks } from '@tanstack/ai/locks'
 import { beforeAll, describe, expect, it } from 'vitest'
 import { postgresDurability, postgresLocks, postgresPersistence } from '../src/index.js'
-import { makePool, reset, sleep } from './helpers.js'
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { nodeHandler } from '../examples/node-http.js'
+import { countingPool, makePool, reset, sleep } from './helpers.js'
 
 // Two replicas: separate pools (and separate adapter instances) on one database.
 const replicaA = makePool({ max: 4 })
@@ -64,12 +67,42 @@ function recordRun(stores: ReturnType<typeof postgresPersistence>['stores']): Ch
     async onStart(ctx) {
       await stores.runs.createOrResume({ runId: ctx.runId, threadId: ctx.threadId, startedAt: Date.now() })
     },
-    async onFinish(ctx, info) {
-      await stores.messages.saveThread(ctx.threadId, [
-        ...ctx.messages,
-        { role: 'assistant', content: info.content },
-      ])
+    async onFinish(ctx) {
+      // ctx.messages already ends with the assistant's reply: save it once.
+      await stores.messages.saveThread(ctx.threadId, [...ctx.messages])
       await stores.runs.update(ctx.runId, { status: 'completed', finishedAt: Date.now() })
+    },
+  }
+}
+
+/** The transcript as role and content only (chat() adds ids and timestamps). */
+async function transcriptOf(stores: ReturnType<typeof postgresPersistence>['stores'], threadId: string) {
+  return (await stores.messages.loadThread(threadId)).map((m) => ({ role: m.role, content: m.content }))
+}
+
+/** Like scriptedAdapter, but it stops after `before` words until `gate` resolves. */
+function gatedAdapter(before: number, gate: Promise<void>): TextAdapter<'gated-1', Record<string, never>, readonly ['text'], DefaultMessageMetadataByModality> {
+  return {
+    kind: 'text',
+    name: 'gated',
+    model: 'gated-1',
+    '~types': undefined as never,
+    async *chatStream(options) {
+      const runId = options.runId ?? 'run'
+      const threadId = options.threadId ?? 'thread'
+      const messageId = `${runId}-0`
+      yield { type: 'RUN_STARTED', runId, threadId, timestamp: Date.now() } as StreamChunk
+      yield { type: 'TEXT_MESSAGE_START', messageId, role: 'assistant', timestamp: Date.now() } as StreamChunk
+      for (const [i, delta] of SCRIPT.entries()) {
+        if (i === before) await gate
+        yield { type: 'TEXT_MESSAGE_CONTENT', messageId, delta, timestamp: Date.now() } as StreamChunk
+        await sleep(5)
+      }
+      yield { type: 'TEXT_MESSAGE_END', messageId, timestamp: Date.now() } as StreamChunk
+      yield { type: 'RUN_FINISHED', runId, threadId, finishReason: 'stop', timestamp: Date.now() } as StreamChunk
+    },
+    async structuredOutput() {
+      throw new Error('structured output is not scripted')
     },
   }
 }
@@ -177,8 +210,11 @@ describe('end to end with @tanstack/ai', () => {
     expect(record).toMatchObject({ runId, threadId, status: 'completed' })
     expect(typeof record?.finishedAt).toBe('number')
     expect(await storesB.runs.findActiveRun(threadId)).toBeNull()
-    const transcript = await storesB.messages.loadThread(threadId)
-    expect(transcript.at(-1)).toEqual({ role: 'assistant', content: SCRIPT.join('') })
+    // The whole transcript: the user's message and the reply, each exactly once.
+    expect(await transcriptOf(storesB, threadId)).toEqual([
+      { role: 'user', content: 'count for me' },
+      { role: 'assistant', content: SCRIPT.join('') },
+    ])
   })
 
   it('the run-driver lock serialises two drivers on two replicas and the epoch goes 1 -> 2', async () => {
@@ -208,5 +244,91 @@ describe('end to end with @tanstack/ai', () => {
     expect(intervals[1]!.start).toBeGreaterThanOrEqual(intervals[0]!.end)
     expect(intervals.map((i) => i.epoch)).toEqual([1, 2])
     expect((await drivers[1]!.runs.get(runId))?.driverEpoch).toBe(2)
+  })
+
+  it('over node:http (the example glue): headers before the first chunk, the transcript once, no reader outlives its client', async () => {
+    const runId = 'e2e-http-run'
+    const threadId = 'e2e-http-thread'
+    const storesA = postgresPersistence(replicaA).stores
+    const durableA = postgresDurability(replicaA)
+    // Replica B's reads are counted: a reader left behind by a gone client would keep querying.
+    const countedB = countingPool(replicaB)
+    const durableB = postgresDurability(countedB.db, { fallbackPollMs: 100 })
+    let open!: () => void
+    const gate = new Promise<void>((resolve) => (open = resolve))
+    const BEFORE = 5
+
+    const server = http.createServer(
+      nodeHandler((request) => {
+        if (request.method === 'POST') {
+          const log = durableA(request)
+          const stream = chat({
+            adapter: gatedAdapter(BEFORE, gate),
+            messages: [{ role: 'user', content: 'count for me' }],
+            threadId,
+            runId: log.runId,
+            middleware: [recordRun(storesA)],
+          })
+          return toServerSentEventsResponse(stream, { durability: { adapter: log, batch: 1 } })
+        }
+        return resumeServerSentEventsResponse({ adapter: durableB(request) })
+      }),
+    )
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/chat`
+    try {
+      // The producer streams the first words, then waits at the gate; the client leaves.
+      const post = new AbortController()
+      const produced = await fetch(base, { method: 'POST', headers: { 'X-Run-Id': runId }, signal: post.signal })
+      const firstPart = await readEvents(produced, 2 + 1 + BEFORE) // run.accepted, RUN_STARTED, START, words
+      post.abort()
+      const lastSeen = firstPart.at(-1)!.id!
+      expect(firstPart.at(-1)!.data).toMatchObject({ type: 'TEXT_MESSAGE_CONTENT', delta: SCRIPT[BEFORE - 1] })
+
+      // A resume while nothing new exists: the 200 and its headers arrive before any chunk.
+      const resume = new AbortController()
+      const headersIn = Promise.race([
+        fetch(`${base}?runId=${runId}`, { headers: { 'Last-Event-ID': lastSeen }, signal: resume.signal }),
+        sleep(3_000).then(() => null),
+      ])
+      const waiting = await headersIn
+      expect(waiting, 'resume response headers were not flushed before the first chunk').not.toBeNull()
+      expect(waiting!.status).toBe(200)
+      expect(waiting!.headers.get('content-type')).toBe('text/event-stream')
+
+      // The resuming client goes away; its reader must stop querying the database.
+      resume.abort()
+      // Wait until B's reads stop (a reader left behind polls every 100 ms and never stops).
+      let readsAfterLeaving = countedB.count()
+      for (let i = 0; i < 10; i++) {
+        await sleep(300)
+        if (countedB.count() === readsAfterLeaving) break
+        readsAfterLeaving = countedB.count()
+      }
+      open()
+      let record = await storesA.runs.get(runId)
+      for (let i = 0; i < 200 && record?.status !== 'completed'; i++) {
+        await sleep(25)
+        record = await storesA.runs.get(runId)
+      }
+      expect(record?.status).toBe('completed')
+      await sleep(400) // several fallback polls
+      expect(countedB.count(), 'a reader outlived its client').toBe(readsAfterLeaving)
+
+      // A fresh resume gets exactly the remainder.
+      const rest = await readEvents(await fetch(`${base}?runId=${runId}`, { headers: { 'Last-Event-ID': lastSeen } }))
+      const log = await durableA(runId).snapshot()
+      expect([...firstPart, ...rest].map((e) => e.id)).toEqual(log.map((e) => e.offset))
+      expect(await transcriptOf(storesA, threadId)).toEqual([
+        { role: 'user', content: 'count for me' },
+        { role: 'assistant', content: SCRIPT.join('') },
+      ])
+    } finally {
+      open()
+      server.closeAllConnections()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+      await durableA.close()
+      await durableB.close()
+    }
   })
 })

@@ -386,6 +386,8 @@ maintain(PG_FUNCTION_ARGS)
 	int64		due = 0;
 	SpArgs		args;
 	StringInfoData summary;
+	MemoryContext outer = CurrentMemoryContext;
+	MemoryContext spi;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -438,7 +440,10 @@ maintain(PG_FUNCTION_ARGS)
 	MaintWatchdogArgs(&args, now, max_rows);
 	resolved = MaintCount(&maint_watchdog_recheck, &args);
 
+	/* the summary outlives SPI_finish: build it in the caller's context */
+	spi = MemoryContextSwitchTo(outer);
 	initStringInfo(&summary);
+	MemoryContextSwitchTo(spi);
 	appendStringInfo(&summary,
 					 "{\"blobsDeleted\":" INT64_FORMAT ",\"uploadsRemoved\":" INT64_FORMAT
 					 ",\"locksPurged\":" INT64_FORMAT ",\"logsClosed\":" INT64_FORMAT

@@ -12,7 +12,9 @@
  * with one INSERT ... ON CONFLICT DO UPDATE only when it is absent or
  * expired, so it never waits beyond another transaction that holds the row.
  * Fences come from one global sequence and so keep growing across release,
- * takeover and the purge of expired rows. At now == expiresAt a lock is free.
+ * takeover and the purge of expired rows; a fence is drawn only once the
+ * acquire holds its row, so fences also increase in the order locks are
+ * granted. At now == expiresAt a lock is free.
  *
  * Clock: a call may wait for a key's row (held by another transaction, for
  * instance an app that called a lock function inside its own transaction),
@@ -21,8 +23,8 @@
  * FOR UPDATE, then read the clock, then run the judging statement, which can
  * no longer wait on those rows. An acquire that found no row may still wait
  * inside its INSERT for another transaction's uncommitted insert or delete
- * of the key; when it is granted it restamps the new lease from the clock
- * read after that statement. Release, check and holder judge no time after
+ * of the key; a granted acquire therefore stamps its lease (and draws its
+ * fence) with a second statement, from the clock read after the first. Release, check and holder judge no time after
  * a wait (release does not judge time; check and holder do not wait).
  */
 #include "postgres.h"
@@ -45,13 +47,18 @@ PG_FUNCTION_INFO_V1(lock_holder);
 #define LOCK_TTL_MIN_MS 1000
 #define LOCK_TTL_MAX_MS 600000
 
+/*
+ * Take the key when it is absent or expired. The fence is left at 0 here and
+ * drawn by lock_grant once the row is this call's: a fence drawn in VALUES
+ * would be drawn before the insert waits for, or is overtaken by, another
+ * acquirer, and could come out smaller than a grant made in between.
+ */
 static SpQuery lock_take = {
 	"INSERT INTO sandbox_persist.locks AS l (lock_key, owner_token, fence, acquired_at, expires_at)"
-	" VALUES ($1, pg_catalog.gen_random_uuid(), nextval('sandbox_persist.lock_fences'), $2, $3)"
+	" VALUES ($1, pg_catalog.gen_random_uuid(), 0, $2, $3)"
 	" ON CONFLICT (lock_key) DO UPDATE SET owner_token = EXCLUDED.owner_token,"
-	" fence = EXCLUDED.fence, acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at"
-	" WHERE l.expires_at <= $2"
-	" RETURNING owner_token::text, fence",
+	" fence = 0, acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at"
+	" WHERE l.expires_at <= $2",
 	3, {TEXTOID, INT8OID, INT8OID}
 };
 
@@ -61,9 +68,15 @@ static SpQuery lock_hold = {
 	1, {TEXTOID}
 };
 
-/* Restamp a lease this call inserted after a wait, from the clock after it. */
-static SpQuery lock_restamp = {
-	"UPDATE sandbox_persist.locks SET acquired_at = $2, expires_at = $3 WHERE lock_key = $1",
+/*
+ * Complete a grant on the row lock_take left this call holding: the fence,
+ * drawn now so fences increase in grant order, and the lease stamped from the
+ * clock after any wait the insert made.
+ */
+static SpQuery lock_grant = {
+	"UPDATE sandbox_persist.locks SET fence = nextval('sandbox_persist.lock_fences'),"
+	" acquired_at = $2, expires_at = $3 WHERE lock_key = $1"
+	" RETURNING owner_token::text, fence",
 	3, {TEXTOID, INT8OID, INT8OID}
 };
 
@@ -201,14 +214,13 @@ lock_acquire(PG_FUNCTION_ARGS)
 	int64		fence = 0;
 	char	   *token = NULL;
 	bool		first = true;
-	bool		found;
 	bool		granted;
 
 	(void) LockClock(fcinfo, 1, 2, &expires);	/* refuse bad input before locking */
 	SPI_connect();
 	SpArgsInit(&args);
 	SpArgText(&args, key);
-	found = SpExec(&lock_hold, &args, false, 0) == 1;
+	SpExec(&lock_hold, &args, false, 0);
 	now = LockClock(fcinfo, 1, 2, &expires);
 	SpArgsInit(&args);
 	SpArgText(&args, key);
@@ -217,26 +229,19 @@ lock_acquire(PG_FUNCTION_ARGS)
 	granted = SpExec(&lock_take, &args, false, 0) == 1;
 	if (granted)
 	{
-		MemoryContext spi = MemoryContextSwitchTo(outer);
+		MemoryContext spi;
 
+		/* with no row to lock, the insert itself may have waited: stamp anew */
+		now = LockClock(fcinfo, 1, 2, &expires);
+		SpArgsInit(&args);
+		SpArgText(&args, key);
+		SpArgInt64(&args, now);
+		SpArgInt64(&args, expires);
+		SpExec(&lock_grant, &args, false, 0);
+		spi = MemoryContextSwitchTo(outer);
 		token = SpGetText(0, 1);
 		SpGetInt64(0, 2, &fence);
 		MemoryContextSwitchTo(spi);
-	}
-	/* with no row to lock, the insert itself may have waited: stamp anew */
-	if (granted && !found)
-	{
-		int64		stamped = now;
-
-		now = LockClock(fcinfo, 1, 2, &expires);
-		if (now != stamped)
-		{
-			SpArgsInit(&args);
-			SpArgText(&args, key);
-			SpArgInt64(&args, now);
-			SpArgInt64(&args, expires);
-			SpExec(&lock_restamp, &args, false, 0);
-		}
 	}
 	SPI_finish();
 	if (!granted)

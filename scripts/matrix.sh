@@ -98,6 +98,17 @@ ensure_debootstrap() {
         DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap
 }
 
+# ensure_host_clients: psql and Node.js on the host, for the suites run from there.
+ensure_host_clients() {
+    local missing=()
+    command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
+    { command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; } || missing+=(nodejs npm)
+    [ ${#missing[@]} -eq 0 ] && return 0
+    echo "matrix: installing on the host: ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get update -q &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
 # ensure_chroot SUITE DIR: a complete minbase chroot of SUITE in DIR, configured for apt.
 ensure_chroot() {
     local suite=$1 dir=$2
@@ -225,6 +236,9 @@ run_chroot() {
 
 summaries=()
 CHROOT_ENV=()
+case " $MATRIX " in
+    *:*) ensure_host_clients || { echo "matrix: psql or Node.js is missing on the host" >&2; exit 1; } ;;
+esac
 for entry in $MATRIX; do
     case "$entry" in
         host) run_host ;;

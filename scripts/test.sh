@@ -27,9 +27,12 @@ else
     . "${SANDBOX_PERSIST_STATE:-$ROOT/.cluster}/env"
     export SP_CLUSTER_DIR
 fi
-# psql, pg_prove's psql, pg_dump and pg_restore: the binaries of PG_CONFIG's major.
-PATH="$("${PG_CONFIG:-pg_config}" --bindir):$PATH"
-export PATH
+# psql, pg_prove's psql, pg_dump and pg_restore: the binaries of PG_CONFIG's major
+# (with SANDBOX_PERSIST_USE_CLUSTER there may be no pg_config: then psql from PATH).
+if bindir=$("${PG_CONFIG:-pg_config}" --bindir 2>/dev/null); then
+    PATH="$bindir:$PATH"
+    export PATH
+fi
 
 # The suites inject a clock and reset state between cases; both settings are
 # superuser-only and off by default in production.

@@ -1,6 +1,7 @@
 # sandbox_persist: PGXS build, plus the two commands a newcomer needs:
 #   make run    build, install, start a throwaway cluster, walk through every store
 #   make test   the same set-up, then every suite (short modes of torture and fuzz)
+#   make test-matrix  the suites against PostgreSQL 17 and 18 in Debian chroots (root)
 #   make torture  the long reliability runs: crash cycles, 10^5 fuzz inputs, valgrind
 
 EXTENSION   = sandbox_persist
@@ -54,7 +55,7 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-.PHONY: deps run stop test torture
+.PHONY: deps run stop test test-matrix torture
 deps:
 	bash scripts/deps.sh
 run:
@@ -63,5 +64,7 @@ stop:
 	bash scripts/cluster.sh stop
 test:
 	bash scripts/test.sh
+test-matrix:
+	bash scripts/matrix.sh
 torture:
 	bash scripts/torture.sh

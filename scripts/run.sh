@@ -8,6 +8,9 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 
 bash scripts/setup.sh
+# psql and the other client programs: the binaries of PG_CONFIG's major.
+PATH="$("${PG_CONFIG:-pg_config}" --bindir):$PATH"
+export PATH
 # shellcheck disable=SC1091
 . "${SANDBOX_PERSIST_STATE:-$ROOT/.cluster}/env"
 

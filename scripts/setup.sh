@@ -8,7 +8,16 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
+# The packages of PG_CONFIG's major when that pg_config runs already, else
+# PG_MAJOR's or the distribution's.
+if [ -z "${PG_MAJOR:-}" ] && major=$("${PG_CONFIG:-pg_config}" --version 2>/dev/null); then
+    PG_MAJOR=$(echo "$major" | sed -n 's/^PostgreSQL \([0-9][0-9]*\).*/\1/p')
+    export PG_MAJOR
+fi
 bash scripts/deps.sh
+# psql and the other client programs: the binaries of PG_CONFIG's major.
+PATH="$("${PG_CONFIG:-pg_config}" --bindir):$PATH"
+export PATH
 # The system-wide install is shared by every checkout on the machine: build
 # and install under one lock so two checkouts never interleave their copies.
 flock /tmp/sandbox_persist.install.lock sh -c 'make -s && make -s install >/dev/null'

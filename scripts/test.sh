@@ -6,15 +6,33 @@
 # with its figures; they are repeated at the end, followed by one closing
 # "N passed, N failed" line. Exits non-zero when any step fails, set-up
 # included; the cluster is stopped on the way out either way.
+#
+# For make test-matrix (scripts/matrix.sh), three settings split one run:
+#   SANDBOX_PERSIST_SUITES    the suites to run, from: regress pgtap node backup upgrade
+#                             fuzz torture broken_build (default: all of them)
+#   SANDBOX_PERSIST_KEEP_CLUSTER=1   leave the cluster running on exit
+#   SANDBOX_PERSIST_USE_CLUSTER=1    no set-up: use the running cluster named
+#                             by PGHOST/PGPORT/PGUSER/PGDATABASE, and leave it running
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
+SUITES=" ${SANDBOX_PERSIST_SUITES:-regress pgtap node backup upgrade fuzz torture broken_build} "
 
-bash scripts/setup.sh || { echo "set-up failed: no suite was run" >&2; exit 1; }
-trap 'bash "$ROOT/scripts/cluster.sh" stop' EXIT
-# shellcheck disable=SC1091
-. "${SANDBOX_PERSIST_STATE:-$ROOT/.cluster}/env"
-export SP_CLUSTER_DIR
+if [ -n "${SANDBOX_PERSIST_USE_CLUSTER:-}" ]; then
+    export PGHOST PGPORT PGUSER PGDATABASE
+else
+    bash scripts/setup.sh || { echo "set-up failed: no suite was run" >&2; exit 1; }
+    [ -n "${SANDBOX_PERSIST_KEEP_CLUSTER:-}" ] || trap 'bash "$ROOT/scripts/cluster.sh" stop' EXIT
+    # shellcheck disable=SC1091
+    . "${SANDBOX_PERSIST_STATE:-$ROOT/.cluster}/env"
+    export SP_CLUSTER_DIR
+fi
+# psql, pg_prove's psql, pg_dump and pg_restore: the binaries of PG_CONFIG's major
+# (with SANDBOX_PERSIST_USE_CLUSTER there may be no pg_config: then psql from PATH).
+if bindir=$("${PG_CONFIG:-pg_config}" --bindir 2>/dev/null); then
+    PATH="$bindir:$PATH"
+    export PATH
+fi
 
 # The suites inject a clock and reset state between cases; both settings are
 # superuser-only and off by default in production.
@@ -54,13 +72,16 @@ pgtap() {
     return $status
 }
 
-run_suite "pg_regress and isolation specs" regress
-run_suite "pgTAP suites" pgtap
-run_suite "Node adapter (clients/node)" bash clients/node/test.sh
-[ -f test/backup/run.sh ] && run_suite "dump and restore" bash test/backup/run.sh
-[ -f test/upgrade/run.sh ] && run_suite "upgrade from 0.1.0" bash test/upgrade/run.sh
-[ -f test/fuzz/run.sh ] && run_suite "fuzz (short)" bash test/fuzz/run.sh --short
-[ -f test/torture/run.sh ] && run_suite "torture (short)" bash test/torture/run.sh --short
-run_suite "a broken build fails make test" bash test/scripts/broken_build.sh
+# chosen NAME: is suite NAME among SANDBOX_PERSIST_SUITES?
+chosen() { [[ "$SUITES" == *" $1 "* ]]; }
+
+chosen regress && run_suite "pg_regress and isolation specs" regress
+chosen pgtap && run_suite "pgTAP suites" pgtap
+chosen node && run_suite "Node adapter (clients/node)" bash clients/node/test.sh
+chosen backup && run_suite "dump and restore" bash test/backup/run.sh
+chosen upgrade && run_suite "upgrade from 0.1.0" bash test/upgrade/run.sh
+chosen fuzz && [ -f test/fuzz/run.sh ] && run_suite "fuzz (short)" bash test/fuzz/run.sh --short
+chosen torture && run_suite "torture (short)" bash test/torture/run.sh --short
+chosen broken_build && run_suite "a broken build fails make test" bash test/scripts/broken_build.sh
 
 suites_close

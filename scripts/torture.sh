@@ -9,6 +9,9 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 
 bash scripts/setup.sh || { echo "set-up failed: no suite was run" >&2; exit 1; }
+# psql and the other client programs: the binaries of PG_CONFIG's major.
+PATH="$("${PG_CONFIG:-pg_config}" --bindir):$PATH"
+export PATH
 trap 'bash "$ROOT/scripts/cluster.sh" stop' EXIT
 # shellcheck disable=SC1091
 . "${SANDBOX_PERSIST_STATE:-$ROOT/.cluster}/env"

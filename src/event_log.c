@@ -19,6 +19,7 @@
 
 #include "catalog/pg_type.h"
 #include "commands/async.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 
 #include "sandbox_persist.h"

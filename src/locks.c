@@ -33,6 +33,7 @@
 #include "commands/async.h"
 #include "common/int.h"
 #include "common/md5.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 
 #include "sandbox_persist.h"

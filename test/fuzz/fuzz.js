@@ -236,6 +236,7 @@ function buildCall(row) {
   const strategy = rng.pick(['valid', 'valid', 'mutate', 'mutate', 'mutate', 'mutate', 'mutate', 'null', 'hostile', 'hostile', 'opaque']);
   const target = n ? rng.int(n) : -1;
   let expect = null;
+  let consist = null;
   let label = strategy;
   const args = specs.map((spec, i) => {
     const valid = () => {
@@ -257,6 +258,7 @@ function buildCall(row) {
       const m = mutate(ctx, spec.s, base);
       label = `mutate arg ${i + 1} ${m.where || ''} ${m.cls || ''}`.trim();
       expect = expectFor(row.proname, m);
+      if (m.cls === 'bigfrac') consist = `${row.proname} ${m.where} ${m.cls}`;
       return jsonArg(m.tree);
     }
     const h = hostileScalar(spec);
@@ -267,7 +269,7 @@ function buildCall(row) {
   let keep = n;
   if (row.ndefaults > 0 && rng.chance(0.2)) keep = n - rng.range(1, row.ndefaults);
   if (target >= keep) keep = n;
-  return { args: args.slice(0, keep), label, expect };
+  return { args: args.slice(0, keep), label, expect, consist };
 }
 
 // SQLSTATE a single-field mutation must end in, where it is unambiguous.
@@ -336,6 +338,7 @@ function classify(err) {
 const isBadCode = (code) => code === '00000' || /^XX/.test(code);
 
 const unreadableColumns = new Set();
+const consistency = new Map();   // single-field mutation class -> first SQLSTATE
 let knownHash = null;        // hash of the tables as they are now, when known
 
 async function runCall(row, call, counters = stats, forceCompare = false) {
@@ -373,6 +376,11 @@ async function runCall(row, call, counters = stats, forceCompare = false) {
     // checks: plain bad input reached the extension's own SQL
     if (row.lang === 'c' && /SQL (function|statement)/.test(err.where || '') && !['40001', '40P01', '55P03', '57014'].includes(out.code)) {
       finding('error from an internal statement', row.proname, `${out.code} ${err.message} [${(err.where || '').split('\n')[0]}]`, repro(row, sql));
+    }
+    if (call.consist) {
+      const first = consistency.get(call.consist);
+      if (!first) consistency.set(call.consist, { code: out.code, repro: repro(row, sql) });
+      else if (first.code !== out.code) finding('inconsistent SQLSTATE', row.proname, `${call.consist}: ${first.code} then ${out.code}`, `${first.repro}\n    ${repro(row, sql)}`);
     }
     if (out.code === '57014') finding('timeout', row.proname, call.label, repro(row, sql));
     if (call.expect && !call.expect.codes.includes(out.code)) finding('wrong SQLSTATE', row.proname, `${call.expect.why}: want ${call.expect.codes.join('/')} got ${out.code} (${call.label})`, repro(row, sql));

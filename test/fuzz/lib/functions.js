@@ -291,6 +291,13 @@ function validJson(ctx, fn, argIndex, shape) {
       ['destinationThreadId', J.str(dest)], ['destinationCheckpointId', J.str(ctx.fresh('fork-cp'))],
       ['createdAt', J.num(String(ctx.now()))], ['writer', writerTree(ctx, r.chance(0.5) ? dest : th)]]);
   }
+  if (fn === 'event_log_append' && argIndex === 2) {
+    // producerId and producerSeq go together
+    const e = [];
+    if (r.chance(0.5)) e.push(['producerId', J.str(r.uuid())], ['producerSeq', J.num(String(r.int(10)))]);
+    if (r.chance(0.3)) e.push(['fenceEpoch', J.num(String(r.int(5)))]);
+    return J.obj(e);
+  }
   return shape.valid(ctx);
 }
 

@@ -38,6 +38,8 @@ const INT_HOSTILE = [
   ['9007199254740993', 'range'], ['-9007199254740993', 'range'],
   ['9223372036854775808', 'range'], ['18446744073709551616', 'range'],
   [DIGITS33, 'digits33'], ['-' + DIGITS33, 'digits33'], ['1' + '0'.repeat(400), 'range'],
+  // non-integral numbers of many digits: the same class must give one SQLSTATE
+  ['1'.repeat(32) + '.5', 'bigfrac'], ['9'.repeat(33) + '.5', 'bigfrac'], ['-' + '1'.repeat(40) + '.25', 'bigfrac'],
   ['-0', null], ['0', null], ['1e3', null], ['1.0', null], [MAX_SAFE, null], ['-1', null],
 ];
 

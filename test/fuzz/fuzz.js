@@ -25,9 +25,10 @@ const argv = process.argv.slice(2);
 const opt = (name) => { const i = argv.indexOf(name); return i >= 0 ? argv[i + 1] : undefined; };
 const mode = argv.includes('--long') ? 'long' : 'short';
 const seed = opt('--seed') !== undefined ? Number(opt('--seed')) >>> 0 : crypto.randomBytes(4).readUInt32LE(0);
-const inputs = Number(opt('--inputs') || (mode === 'long' ? 100000 : 3000));
+const inputs = Number(opt('--inputs') || (mode === 'long' ? 100000 : 5000));
 const selfTestOnly = argv.includes('--self-test');
 const strict = argv.includes('--strict');
+const only = opt('--only') ? new Set(opt('--only').split(',')) : null;   // restrict to these functions
 const dbName = process.env.SP_FUZZ_DB || 'sp_fuzz';
 // In long mode a failed call is compared with its before-hash 1 time in N.
 const compareEvery = Number(opt('--compare-every') || (mode === 'long' ? 10 : 1));
@@ -66,11 +67,11 @@ function histAdd(fn, code) {
   const m = stats.hist.get(fn);
   m.set(code, (m.get(code) || 0) + 1);
 }
-function finding(kind, fn, detail, repro) {
+function finding(kind, fn, detail, repro, fullRepro) {
   const key = `${kind}|${fn}|${detail}`;
   const f = stats.findings.get(key);
   if (f) { f.count++; return; }
-  stats.findings.set(key, { kind, fn, detail, repro, count: 1, input: stats.inputs });
+  stats.findings.set(key, { kind, fn, detail, repro, fullRepro: fullRepro || repro, count: 1, input: stats.inputs });
 }
 
 // ---------------------------------------------------------------- catalog
@@ -137,8 +138,10 @@ const state = {
   writers: {},         // thread -> {threadId, ownerToken, fence}
   heads: {},           // thread -> head id
   cpThread: 'fz-cp-thread',
-  cpSource: { thread: 'fz-cp-thread', id: 'fz-cp-1' },
-  received: {},        // upload id -> bytes received
+  cpSource: { thread: 'fz-src-thread', id: 'fz-src-1' },
+  received: {},        // upload id -> bytes received (open uploads only)
+  forkDests: [],       // [{thread, writer}] empty destinations with a current writer
+  pending: [],         // interrupt ids created pending
 };
 const pools = {
   thread: ['fz-thread-1', 'fz-thread-2'], run: ['fz-run-1', 'fz-run-2'], checkpoint: ['fz-cp-1', 'fz-cp-2'],
@@ -177,7 +180,7 @@ function validScalar(fn, spec) {
     case 'ms': return rng.chance(0.3) ? null : String(ctx.now());
     case 'big': case 'int': {
       const v = rng.pick(spec.valid);
-      if (v === 'received') return String(state.received[lastUpload] || 0);
+      if (v === 'received') return '0';   // replaced by the chosen upload's count in buildCall
       return v;
     }
     case 'bytes': return rng.bytes(rng.pick(BYTE_SIZES.slice(0, 10)));
@@ -258,7 +261,8 @@ function buildCall(row) {
       const m = mutate(ctx, spec.s, base);
       label = `mutate arg ${i + 1} ${m.where || ''} ${m.cls || ''}`.trim();
       expect = expectFor(row.proname, m);
-      if (m.cls === 'bigfrac') consist = `${row.proname} ${m.where} ${m.cls}`;
+      // every integer field of a function must answer a many-digit fraction alike
+      if (m.cls === 'bigfrac' && !m.added && !(CHECKPOINT_FNS.has(row.proname) && /(ownerToken|fence)/.test(m.where))) consist = `${row.proname} ${m.cls}`;
       return jsonArg(m.tree);
     }
     const h = hostileScalar(spec);
@@ -269,12 +273,18 @@ function buildCall(row) {
   let keep = n;
   if (row.ndefaults > 0 && rng.chance(0.2)) keep = n - rng.range(1, row.ndefaults);
   if (target >= keep) keep = n;
+  // a non-empty clear list may name a patched key ("both set and cleared")
+  if (row.proname === 'generation_run_update' && args[2] && args[2].values[0] !== '[]') { expect = null; consist = null; }
+  if (row.proname === 'blob_upload_append' && target !== 1 && strategy !== 'hostile' && args[1].values[0] !== null) {
+    args[1] = { values: [String(state.received[args[0].values[0]] ?? 0)], cast: 'bigint' };
+  }
   return { args: args.slice(0, keep), label, expect, consist };
 }
 
 // SQLSTATE a single-field mutation must end in, where it is unambiguous.
 function expectFor(fn, m) {
   if (!m.cls || m.nested && m.where.includes('writer')) return null;
+  if (m.added) return null;     // a field the valid input did not have may break a pairing rule first
   const cp = CHECKPOINT_FNS.has(fn);
   if (cp && /^(writer\.)?(ownerToken|fence)/.test(m.where)) return null;   // a malformed writer is just not current
   if (/expectedLength/.test(m.where)) return null;                        // advisory, ignored by the server
@@ -303,28 +313,30 @@ function sqlFor(row, call) {
   return { text, values };
 }
 
-// A psql-runnable reproducer, long strings abbreviated as repeat().
-function literal(v) {
+// A psql-runnable reproducer; long strings abbreviated (repeat() where they
+// repeat, cut otherwise) unless full is asked for.
+function literal(v, full) {
   if (v === null || v === undefined) return 'NULL';
   if (Buffer.isBuffer(v)) {
-    if (v.length > 64) return v.every((b) => b === v[0]) ? `decode(repeat('${v.slice(0, 1).toString('hex')}', ${v.length}), 'hex')` : `gen_random_bytes_like(${v.length})`;
-    return `'\\x${v.toString('hex')}'`;
+    if (v.length > 64 && v.every((b) => b === v[0])) return `decode(repeat('${v.slice(0, 1).toString('hex')}', ${v.length}), 'hex')`;
+    if (v.length > 64 && !full) return `<${v.length} random bytes>`;
+    return `'\\x${v.toString('hex')}'::bytea`;
   }
-  let s = String(v);
+  const s = String(v);
   if (s.length > 200) {
     const m = /^(.*?)(.)\2{150,}(.*)$/s.exec(s);
-    if (m && m[1].length < 200 && m[3].length < 200) {
-      return `${literal(m[1])} || repeat(${literal(m[2])}, ${s.length - m[1].length - m[3].length}) || ${literal(m[3])}`;
+    if (m && (full || (m[1].length < 200 && m[3].length < 200))) {
+      return `${literal(m[1], full)} || repeat(${literal(m[2], full)}, ${s.length - m[1].length - m[3].length}) || ${literal(m[3], full)}`;
     }
-    return `'${s.slice(0, 120).replace(/'/g, "''")}...(${s.length} chars)'`;
+    if (!full) return `'${s.slice(0, 120).replace(/'/g, "''")}...(${s.length} chars)'`;
   }
-  if (s.includes('\u0000')) return `'${s.replace(/'/g, "''").replace(/\u0000/g, "' || chr(0) || '")}'`;
+  if (s.includes('\u0000')) return `('${s.replace(/'/g, "''").replace(/\u0000/g, "' || chr(0) || '")}')`;
   return `'${s.replace(/'/g, "''")}'`;
 }
-function repro(row, sql) {
+function repro(row, sql, full = false) {
   let out = sql.text;
   // replace from the highest index so $1 does not clobber $10
-  for (let i = sql.values.length; i >= 1; i--) out = out.split(`$${i}`).join(literal(sql.values[i - 1]));
+  for (let i = sql.values.length; i >= 1; i--) out = out.split(`$${i}`).join(literal(sql.values[i - 1], full));
   return out;
 }
 
@@ -360,7 +372,7 @@ async function runCall(row, call, counters = stats, forceCompare = false) {
   histAdd(row.proname, out.code);
   if (out.crash) {
     counters.crashes++;
-    finding('crash', row.proname, `${err.code || ''} ${err.message}`, repro(row, sql));
+    finding('crash', row.proname, `${err.code || ''} ${err.message}`, repro(row, sql), repro(row, sql, true));
     try { await client.end(); } catch (_) { /* gone */ }
     client = await connect(dbName);
     knownHash = null;
@@ -368,29 +380,29 @@ async function runCall(row, call, counters = stats, forceCompare = false) {
   }
   if (err && isBadCode(out.code)) {
     counters.xx++;
-    finding('XX000/00000', row.proname, `${out.code} ${err.message}`, repro(row, sql));
+    finding('XX000/00000', row.proname, `${out.code} ${err.message}`, repro(row, sql), repro(row, sql, true));
   }
   if (err) {
-    if (out.code === '54000' && row.proname !== 'blob_get') finding('generic 54000', row.proname, err.message.slice(0, 80), repro(row, sql));
+    if (out.code === '54000' && row.proname !== 'blob_get') finding('generic 54000', row.proname, err.message.slice(0, 80), repro(row, sql), repro(row, sql, true));
     // an error raised by a statement inside a C function, not by its input
     // checks: plain bad input reached the extension's own SQL
     if (row.lang === 'c' && /SQL (function|statement)/.test(err.where || '') && !['40001', '40P01', '55P03', '57014'].includes(out.code)) {
-      finding('error from an internal statement', row.proname, `${out.code} ${err.message} [${(err.where || '').split('\n')[0]}]`, repro(row, sql));
+      finding('error from an internal statement', row.proname, `${out.code} ${err.message} [${(err.where || '').split('\n')[0]}]`, repro(row, sql), repro(row, sql, true));
     }
     if (call.consist) {
       const first = consistency.get(call.consist);
-      if (!first) consistency.set(call.consist, { code: out.code, repro: repro(row, sql) });
-      else if (first.code !== out.code) finding('inconsistent SQLSTATE', row.proname, `${call.consist}: ${first.code} then ${out.code}`, `${first.repro}\n    ${repro(row, sql)}`);
+      if (first && first.code !== out.code) finding('inconsistent SQLSTATE', row.proname, `${call.consist}: ${first.code} then ${out.code}`, `${first.repro}\n    ${repro(row, sql)}`, `${first.fullRepro}\n    ${repro(row, sql, true)}`);
+      if (!first) consistency.set(call.consist, { code: out.code, repro: repro(row, sql), fullRepro: repro(row, sql, true) });
     }
-    if (out.code === '57014') finding('timeout', row.proname, call.label, repro(row, sql));
-    if (call.expect && !call.expect.codes.includes(out.code)) finding('wrong SQLSTATE', row.proname, `${call.expect.why}: want ${call.expect.codes.join('/')} got ${out.code} (${call.label})`, repro(row, sql));
+    if (out.code === '57014') finding('timeout', row.proname, call.label, repro(row, sql), repro(row, sql, true));
+    if (call.expect && !call.expect.codes.includes(out.code)) finding('wrong SQLSTATE', row.proname, `${call.expect.why}: want ${call.expect.codes.join('/')} got ${out.code} (${call.label})`, repro(row, sql), repro(row, sql, true));
     if (compare && before) {
       const after = await tableHash();
       counters.comparisons++;
       const changed = diffHash(before, after);
       if (changed.length) {
         counters.changed++;
-        finding('table changed by a failed call', row.proname, changed.join(','), repro(row, sql));
+        finding('table changed by a failed call', row.proname, changed.join(','), repro(row, sql), repro(row, sql, true));
       }
       knownHash = after;
     } else if (!compare) {
@@ -399,14 +411,16 @@ async function runCall(row, call, counters = stats, forceCompare = false) {
     }
     return { out, res, err };
   }
-  if (call.expect) finding('accepted invalid input', row.proname, `${call.expect.why} (${call.label})`, repro(row, sql));
+  if (call.expect) finding('accepted invalid input', row.proname, `${call.expect.why} (${call.label})`, repro(row, sql), repro(row, sql, true));
   if (row.volatile !== 's') knownHash = null;
   if (call.args.some((a) => a.deep)) {
     for (const b of await storedJsonReadable()) {
       const col = b.split(':')[0];
       if (unreadableColumns.has(col)) continue;
       unreadableColumns.add(col);
-      finding('stored JSON that json_in refuses', row.proname, b.slice(0, 80), repro(row, sql));
+      const [t, c] = col.split('.');
+      finding('stored JSON that json_in refuses', row.proname, b.slice(0, 80), repro(row, sql),
+        `${repro(row, sql, true)}\n    SELECT count(*) FROM sandbox_persist.${t} WHERE ${c}::text::json IS NOT NULL`);
     }
   }
   return { out, res };
@@ -424,6 +438,12 @@ function learn(row, call, res) {
       case 'blob_upload_append':
         if (v) state.received[call.args[0].values[0]] = JSON.parse(v).received;
         break;
+      case 'blob_upload_commit': case 'blob_upload_abort':
+        delete state.received[call.args[0].values[0]];
+        break;
+      case 'checkpoint_fork_from_checkpoint':
+        state.forkDests.shift();
+        break;
       case 'lock_acquire':
         if (v) pools.ltoken.push(JSON.parse(v).ownerToken);
         break;
@@ -436,8 +456,34 @@ function learn(row, call, res) {
       default:
     }
   } catch (_) { /* results are checked elsewhere */ }
+  if (/^interrupt_(resolve|cancel|commit_batch)$/.test(row.proname)) state.pending = [];
   if (pools.upload.length > 50) pools.upload.shift();
   if (pools.ltoken.length > 50) pools.ltoken.shift();
+}
+
+// Keep a little state available that valid calls consume: open uploads,
+// pending interrupts, writers of empty fork destinations. Not counted as inputs.
+async function prepare(row) {
+  const sp = 'sandbox_persist';
+  try {
+    if (row.proname.startsWith('blob_upload_') && pools.upload.filter((u) => state.received[u] !== undefined).length < 3) {
+      const r = await client.query(`SELECT ${sp}.blob_upload_begin($1) AS r`, [ctx.fresh('upload-key')]);
+      pools.upload.push(r.rows[0].r); state.received[r.rows[0].r] = 0; knownHash = null;
+    }
+    if (row.proname === 'checkpoint_fork_from_checkpoint' && state.forkDests.length < 1) {
+      const dest = ctx.fresh('fork-thread');
+      const w = JSON.parse((await client.query(`SELECT ${sp}.checkpoint_acquire_writer($1, 600000) AS r`, [dest])).rows[0].r);
+      state.forkDests.push({ thread: dest, writer: { threadId: w.threadId, ownerToken: w.ownerToken, fence: w.fence } });
+      knownHash = null;
+    }
+    if (row.proname.startsWith('interrupt_') && state.pending.length < 3) {
+      const id = ctx.fresh('pending');
+      await client.query(`SELECT ${sp}.interrupt_create($1::json)`, [JSON.stringify({ interruptId: id, runId: 'fz-run-1', threadId: 'fz-thread-1', requestedAt: 1700000000000, payload: { q: id } })]);
+      state.pending.push(id); pools.interrupt.push(id); knownHash = null;
+    }
+  } catch (e) {
+    if (!e.code) throw e;
+  }
 }
 
 async function refreshHead() {
@@ -490,6 +536,13 @@ async function seedState() {
       [JSON.stringify({ checkpoint: cp, expectedHeadId: parent, writer: state.writers['fz-cp-thread'] })]);
   }
   state.heads['fz-cp-thread'] = 'fz-cp-2';
+  // the fork source: a thread no valid delete_head touches
+  const ws = JSON.parse((await q(`SELECT ${sp}.checkpoint_acquire_writer('fz-src-thread', 600000) AS r`)).r);
+  await q(`SELECT ${sp}.checkpoint_append($1::json, '[{"role":"user","content":"src"}]') AS r`,
+    [JSON.stringify({ checkpoint: { id: 'fz-src-1', threadId: 'fz-src-thread', parentCheckpointId: null, createdAt: 1, reason: 'named',
+      files: [{ path: 'a.txt', kind: 'file', blobKey: fileKey, size: 5 }], artifacts: [] }, expectedHeadId: null,
+    writer: { threadId: ws.threadId, ownerToken: ws.ownerToken, fence: ws.fence } })]);
+  pools.checkpoint.push('fz-src-1'); pools.cpthread.push('fz-src-thread');
   await q(`SELECT ${sp}.blob_put('fz/blob-1', $1::bytea, '{"contentType":"text/plain","customMetadata":{"a":"b"}}')`, [Buffer.alloc(5000, 7)]);
   await q(`SELECT ${sp}.blob_put('fz/blob-max', $1::bytea)`, [crypto.randomBytes(8192)]);
   await q(`SELECT ${sp}.blob_put($1, 'hello'::bytea)`, [fileKey]);
@@ -572,9 +625,12 @@ async function main() {
   // every function of the catalog; the ones without argument knowledge are named
   const unknown = catalog.filter((r) => !F[r.proname] || F[r.proname].length !== r.argtypes.length).map((r) => r.proname);
   if (unknown.length) log(`note: fuzzed by SQL types only (no field knowledge): ${unknown.join(', ')}`);
+  const targets = only ? catalog.filter((r) => only.has(r.proname)) : catalog;
+  if (!targets.length) throw new Error('--only names no function of the catalog');
   let lastProgress = Date.now();
   for (let k = 0; k < inputs; k++) {
-    const row = catalog[rng.int(catalog.length)];
+    const row = targets[rng.int(targets.length)];
+    await prepare(row);
     const call = buildCall(row);
     const { out, res } = await runCall(row, call);
     if (out.code === 'ok') {
@@ -619,9 +675,20 @@ function report(secs) {
     const parts = [...m.entries()].sort((a, b) => b[1] - a[1]).map(([c, n]) => `${c}:${n}`);
     log(`  ${name.padEnd(38)} ${parts.join(' ')}`);
   }
-  const missing = catalog.map((r) => r.proname).filter((n) => !stats.fns.has(n));
+  const missing = (only ? catalog.filter((r) => only.has(r.proname)) : catalog).map((r) => r.proname).filter((n) => !stats.fns.has(n));
   if (missing.length) log(`not reached: ${missing.join(', ')}`);
   if (stats.findings.size) {
+    const file = require('path').join(require('os').tmpdir(), `sp_fuzz_findings_${seed}.sql`);
+    require('fs').writeFileSync(file, [
+      `-- sandbox_persist fuzz findings, seed ${seed}: full reproducers. Run in a database set up as the fuzzer's`,
+      `-- (sandbox_persist.allow_client_clock = on, blob_chunk_size = 4kB, blob_max_read = 8kB) with these helpers:`,
+      'CREATE SCHEMA IF NOT EXISTS fuzz;',
+      "CREATE OR REPLACE FUNCTION fuzz.deep_array(n int, leaf json) RETURNS json LANGUAGE plpgsql AS $$ DECLARE j json := leaf; BEGIN FOR i IN 1..n LOOP j := json_build_array(j); END LOOP; RETURN j; END $$;",
+      "CREATE OR REPLACE FUNCTION fuzz.raw_json(text) RETURNS json LANGUAGE internal IMMUTABLE STRICT AS 'btrim1';",
+      '\\set VERBOSITY verbose',
+      ...[...stats.findings.values()].map((f) => `-- [${f.kind}] ${f.fn}: ${f.detail.replace(/\n/g, ' ')}\n${(f.fullRepro || '').split('\n    ').map((x) => x + ';').join('\n')}`),
+    ].join('\n') + '\n');
+    log(`full reproducers: ${file}`);
     log(`findings (${stats.findings.size} distinct; reproduce one with psql in a database set up as the fuzzer's):`);
     for (const f of stats.findings.values()) {
       log(`- [${f.kind}] ${f.fn}: ${f.detail} (x${f.count}, first at input ${f.input})`);

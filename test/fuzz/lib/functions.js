@@ -285,11 +285,20 @@ function validJson(ctx, fn, argIndex, shape) {
     return writerTree(ctx, r.pick(Object.keys(ctx.state.writers).concat([th])));
   }
   if (fn === 'checkpoint_fork_from_checkpoint' && argIndex === 0) {
-    const dest = ctx.fresh('fork-thread');
+    // the source thread is never the target of a valid delete_head
+    const d = ctx.state.forkDests[0] || { thread: ctx.fresh('fork-thread'), writer: null };
     const src = ctx.state.cpSource;
+    const w = d.writer ? J.obj(Object.entries(d.writer).map(([k, v]) => [k, typeof v === 'number' ? J.num(v) : J.str(v)])) : writerTree(ctx, th);
     return J.obj([['sourceThreadId', J.str(src.thread)], ['sourceCheckpointId', J.str(src.id)],
-      ['destinationThreadId', J.str(dest)], ['destinationCheckpointId', J.str(ctx.fresh('fork-cp'))],
-      ['createdAt', J.num(String(ctx.now()))], ['writer', writerTree(ctx, r.chance(0.5) ? dest : th)]]);
+      ['destinationThreadId', J.str(d.thread)], ['destinationCheckpointId', J.str(ctx.fresh('fork-cp'))],
+      ['createdAt', J.num(String(ctx.now()))], ['writer', w]]);
+  }
+  if (fn === 'interrupt_commit_batch' && argIndex === 0 && ctx.state.pending.length) {
+    // distinct pending ids
+    const ids = ctx.state.pending.slice(0, r.range(1, ctx.state.pending.length));
+    return J.arr(ids.map((id) => (r.chance(0.5)
+      ? J.obj([['interruptId', J.str(id)], ['status', J.str('cancelled')]])
+      : J.obj([['interruptId', J.str(id)], ['status', J.str('resolved')], ['response', J.obj([['ok', J.bool(true)]])]]))));
   }
   if (fn === 'event_log_append' && argIndex === 2) {
     // producerId and producerSeq go together

@@ -8,6 +8,14 @@ const { J, fromJs } = require('./json');
 const MAX_SAFE = '9007199254740991';
 const DIGITS33 = '123456789012345678901234567890123';
 
+// Letters and digits at random: text that pglz cannot compress.
+function randomText(rng, n) {
+  const a = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789';
+  let s = '';
+  for (let i = 0; i < n; i++) s += a[rng.int(a.length)];
+  return s;
+}
+
 // Strings hostile to any identifier with a byte limit of lim.
 function hostileIdStrings(rng, lim) {
   return [
@@ -15,6 +23,8 @@ function hostileIdStrings(rng, lim) {
     ['x'.repeat(lim + 1), 'toolong'],
     ['x'.repeat(lim * 2 + 7), 'toolong'],
     ['k'.repeat(2900), 'toolong'],
+    [randomText(rng, 2900), 'toolong'],          // incompressible: TOAST cannot shrink it under the index limit
+    [randomText(rng, lim + 1), 'toolong'],
     ['é'.repeat(lim / 2) + 'x', 'toolong'],
     ['é'.repeat(lim / 2), null],                 // exactly lim bytes: valid
     ['a\u0000b', 'nul'],
@@ -39,7 +49,8 @@ const INT_HOSTILE = [
   ['9223372036854775808', 'range'], ['18446744073709551616', 'range'],
   [DIGITS33, 'digits33'], ['-' + DIGITS33, 'digits33'], ['1' + '0'.repeat(400), 'range'],
   // non-integral numbers of many digits: the same class must give one SQLSTATE
-  ['1'.repeat(32) + '.5', 'bigfrac'], ['9'.repeat(33) + '.5', 'bigfrac'], ['-' + '1'.repeat(40) + '.25', 'bigfrac'],
+  ['1'.repeat(31) + '.5', 'bigfrac'], ['1'.repeat(32) + '.5', 'bigfrac'], ['9'.repeat(33) + '.5', 'bigfrac'],
+  ['2'.repeat(34) + '.5', 'bigfrac'], ['-' + '1'.repeat(40) + '.25', 'bigfrac'], ['1'.repeat(32) + '.0000001', 'bigfrac'],
   ['-0', null], ['0', null], ['1e3', null], ['1.0', null], [MAX_SAFE, null], ['-1', null],
 ];
 
@@ -251,10 +262,10 @@ function mutate(ctx, sh, tree) {
       sub.nested = true;
     } else {
       const h = f.s.hostile(ctx);
-      sub = { tree: h.tree, cls: h.cls, where: k, ftype: f.s.type };
+      sub = { tree: h.tree, cls: h.cls, where: k, ftype: f.s.type, added: i < 0 };
     }
     if (i >= 0) entries[i] = [k, sub.tree]; else entries.push([k, sub.tree]);
-    return { tree: J.obj(entries), cls: sub.cls, where: sub.where, ftype: sub.ftype, nested: sub.nested };
+    return { tree: J.obj(entries), cls: sub.cls, where: sub.where, ftype: sub.ftype, nested: sub.nested, added: sub.added };
   }
   if (sh.type === 'array' && tree.a && tree.a.length && r.chance(0.8)) {
     const items = tree.a.slice();
@@ -269,4 +280,4 @@ function mutate(ctx, sh, tree) {
   return { tree: h.tree, cls: h.cls, where: '', ftype: sh.type };
 }
 
-module.exports = { S, mutate, anyJson, hostileAny, hostileIdStrings, INT_HOSTILE, DIGITS33, fromJs };
+module.exports = { randomText, S, mutate, anyJson, hostileAny, hostileIdStrings, INT_HOSTILE, DIGITS33, fromJs };

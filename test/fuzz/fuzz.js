@@ -28,6 +28,7 @@ const seed = opt('--seed') !== undefined ? Number(opt('--seed')) >>> 0 : crypto.
 const inputs = Number(opt('--inputs') || (mode === 'long' ? 100000 : 5000));
 const selfTestOnly = argv.includes('--self-test');
 const strict = argv.includes('--strict');
+const trace = process.env.SP_FUZZ_TRACE ? new Set(process.env.SP_FUZZ_TRACE.split(',')) : null;   // print these calls
 const only = opt('--only') ? new Set(opt('--only').split(',')) : null;   // restrict to these functions
 const dbName = process.env.SP_FUZZ_DB || 'sp_fuzz';
 // In long mode a failed call is compared with its before-hash 1 time in N.
@@ -92,16 +93,20 @@ async function readCatalog() {
   catalog = r.rows;
   const t = await client.query(`
     SELECT c.relname,
-           (SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY k.n)
+           (SELECT string_agg('x.' || quote_ident(a.attname), ', ' ORDER BY k.n)
               FROM pg_index i, unnest(i.indkey) WITH ORDINALITY AS k(att, n), pg_attribute a
-             WHERE i.indrelid = c.oid AND i.indisprimary AND a.attrelid = c.oid AND a.attnum = k.att) AS pk
+             WHERE i.indrelid = c.oid AND i.indisprimary AND a.attrelid = c.oid AND a.attnum = k.att) AS pk,
+           -- each row as text; a bytea column by its md5, so big chunks hash fast
+           (SELECT string_agg(CASE WHEN a.atttypid = 'bytea'::regtype THEN 'md5(x.' || quote_ident(a.attname) || ')'
+                                   ELSE 'x.' || quote_ident(a.attname) END, ', ' ORDER BY a.attnum)
+              FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS cols
       FROM pg_class c
      WHERE c.relnamespace = 'sandbox_persist'::regnamespace AND c.relkind = 'r'
      ORDER BY c.relname`);
   // one query over every table: md5 of its rows in primary-key order
   hashSql = 'SELECT json_build_object(' + t.rows.map((row) => {
-    const order = row.pk ? row.pk.split(', ').map((c) => `x.${c}`).join(', ') : 'x::text';
-    return `'${row.relname}', (SELECT md5(coalesce(string_agg(x::text, E'\\n' ORDER BY ${order}), '')) FROM sandbox_persist.${row.relname} x)`;
+    const order = row.pk || `row(${row.cols})::text`;
+    return `'${row.relname}', (SELECT md5(coalesce(string_agg(row(${row.cols})::text, E'\\n' ORDER BY ${order}), '')) FROM sandbox_persist.${row.relname} x)`;
   }).join(', ') + ')::text AS h';
   const jc = await client.query(`
     SELECT c.relname, a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
@@ -176,7 +181,12 @@ const BYTE_SIZES = [0, 1, 2, 100, 4095, 4096, 4097, 8191, 8192, 8193, 12288, 200
 
 function validScalar(fn, spec) {
   switch (spec.kind) {
-    case 'id': case 'key': case 'uuid': return ctx.pool(spec.pool);
+    case 'id': case 'key': case 'uuid': {
+      // mostly an upload that is still open
+      const open = Object.keys(state.received);
+      if (spec.pool === 'upload' && open.length && rng.chance(0.8)) return rng.pick(open);
+      return ctx.pool(spec.pool);
+    }
     case 'ms': return rng.chance(0.3) ? null : String(ctx.now());
     case 'big': case 'int': {
       const v = rng.pick(spec.valid);
@@ -319,13 +329,13 @@ function literal(v, full) {
   if (Buffer.isBuffer(v)) {
     if (v.length > 64 && v.every((b) => b === v[0])) return `decode(repeat('${v.slice(0, 1).toString('hex')}', ${v.length}), 'hex')`;
     if (v.length > 64 && !full) return `<${v.length} random bytes>`;
-    return `'\\x${v.toString('hex')}'::bytea`;
+    return `'\\x${v.toString('hex')}'`;
   }
   const s = String(v);
   if (s.length > 200) {
     const m = /^(.*?)(.)\2{150,}(.*)$/s.exec(s);
     if (m && (full || (m[1].length < 200 && m[3].length < 200))) {
-      return `${literal(m[1], full)} || repeat(${literal(m[2], full)}, ${s.length - m[1].length - m[3].length}) || ${literal(m[3], full)}`;
+      return `(${literal(m[1], full)} || repeat(${literal(m[2], full)}, ${s.length - m[1].length - m[3].length}) || ${literal(m[3], full)})`;
     }
     if (!full) return `'${s.slice(0, 120).replace(/'/g, "''")}...(${s.length} chars)'`;
   }
@@ -367,6 +377,7 @@ async function runCall(row, call, counters = stats, forceCompare = false) {
   }
   if (call.between) await call.between();        // self-test: a change committed between the hashes
   const out = classify(err);
+  if (trace && (trace.has(row.proname) || trace.has('all'))) log(`trace ${counters.inputs + 1} ${out.code} [${call.label}] ${repro(row, sql).slice(0, 300)}`);
   counters.inputs++;
   counters.fns.add(row.proname);
   histAdd(row.proname, out.code);
@@ -456,7 +467,9 @@ function learn(row, call, res) {
       default:
     }
   } catch (_) { /* results are checked elsewhere */ }
-  if (/^interrupt_(resolve|cancel|commit_batch)$/.test(row.proname)) state.pending = [];
+  // a pending interrupt that a call settled is no longer pending
+  if (row.proname === 'interrupt_commit_batch') state.pending = [];
+  if (/^interrupt_(resolve|cancel)$/.test(row.proname)) state.pending = state.pending.filter((id) => id !== call.args[0].values[0]);
   if (pools.upload.length > 50) pools.upload.shift();
   if (pools.ltoken.length > 50) pools.ltoken.shift();
 }
@@ -476,7 +489,7 @@ async function prepare(row) {
       state.forkDests.push({ thread: dest, writer: { threadId: w.threadId, ownerToken: w.ownerToken, fence: w.fence } });
       knownHash = null;
     }
-    if (row.proname.startsWith('interrupt_') && state.pending.length < 3) {
+    if (row.proname.startsWith('interrupt_') && state.pending.length < 2) {
       const id = ctx.fresh('pending');
       await client.query(`SELECT ${sp}.interrupt_create($1::json)`, [JSON.stringify({ interruptId: id, runId: 'fz-run-1', threadId: 'fz-thread-1', requestedAt: 1700000000000, payload: { q: id } })]);
       state.pending.push(id); pools.interrupt.push(id); knownHash = null;

@@ -208,7 +208,8 @@ const F = {
   lock_holder: [A.key('lock'), A.ms()],
 
   // event log
-  event_log_append: [A.id('run'), A.json(S.arrOf(S.any(), 1, 3)), A.json(S.obj({
+  // each chunk is an object
+  event_log_append: [A.id('run'), A.json(S.arrOf(S.anyObj(), 1, 3)), A.json(S.obj({
     producerId: { s: S.uuid() },
     producerSeq: { s: S.int((c) => String(c.rng.int(10))) },
     fenceEpoch: { s: S.int((c) => String(c.rng.int(5))) },

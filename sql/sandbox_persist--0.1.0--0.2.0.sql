@@ -93,7 +93,10 @@ BEGIN
     SELECT oid INTO ext FROM pg_catalog.pg_extension WHERE extname = 'sandbox_persist';
 
     -- Objects of a kind this routine does not know how to close are refused:
-    -- the upgrade that adds one must extend the routine first.
+    -- the upgrade that adds one must extend the routine first. The row types
+    -- of tables and views, and their array types, follow their relation
+    -- (owner included); PostgreSQL 17 and later list them as extension
+    -- members of their own.
     SELECT string_agg(pg_catalog.pg_describe_object(d.classid, d.objid, d.objsubid), ', ')
       INTO left_open
       FROM pg_catalog.pg_depend d
@@ -101,7 +104,14 @@ BEGIN
      WHERE d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.refobjid = ext
        AND d.deptype = 'e'
        AND NOT (d.classid = 'pg_catalog.pg_proc'::regclass
-                OR (d.classid = 'pg_catalog.pg_class'::regclass AND c.relkind IN ('r', 'v', 'S')));
+                OR (d.classid = 'pg_catalog.pg_class'::regclass AND c.relkind IN ('r', 'v', 'S'))
+                OR (d.classid = 'pg_catalog.pg_type'::regclass AND EXISTS (
+                        SELECT 1
+                          FROM pg_catalog.pg_type t
+                          LEFT JOIN pg_catalog.pg_type e ON e.oid = t.typelem
+                          JOIN pg_catalog.pg_class tc
+                            ON tc.oid = coalesce(nullif(t.typrelid, 0::oid), e.typrelid)
+                         WHERE t.oid = d.objid AND tc.relkind IN ('r', 'v', 'S'))));
     IF left_open IS NOT NULL THEN
         RAISE EXCEPTION 'sandbox_persist._harden() does not know how to secure %', left_open
             USING ERRCODE = 'feature_not_supported',

@@ -17,6 +17,8 @@
 # and exits non-zero on any difference or error.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck disable=SC1091
+. "$HERE/../lib/stores.sh"
 SRC=sandbox_persist_backup_src
 DST=sandbox_persist_backup_dst
 APP=sandbox_persist_backup_app
@@ -24,8 +26,6 @@ WORK=$(mktemp -d)
 start=$(date +%s%N)
 # The injected clock, the same in both databases.
 T0=$(( $(date +%s) * 1000 ))
-
-psql_su() { psql -X -q -v ON_ERROR_STOP=1 -d "${PGDATABASE:-postgres}" "$@"; }
 
 cleanup() {
     psql_su -c "DROP DATABASE IF EXISTS $SRC" -c "DROP DATABASE IF EXISTS $DST" \
@@ -40,12 +40,6 @@ fail() {
 trap cleanup EXIT
 cleanup
 mkdir -p "$WORK"
-
-# create_db NAME: a UTF8 database whose sessions may inject the clock.
-create_db() {
-    psql_su -c "CREATE DATABASE $1 TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C.UTF-8'" \
-        -c "ALTER DATABASE $1 SET sandbox_persist.allow_client_clock = on"
-}
 
 create_db "$SRC" || fail "could not create the source database"
 psql_su -c "CREATE ROLE $APP NOLOGIN" || fail "could not create the application role"
@@ -83,35 +77,9 @@ for f in "$WORK"/*.err; do
     fi
 done
 
-# compare NAME: lines are "<kind>\t<store>\t<label>\t<result>"; compare the
-# results by (kind, store, label); print each difference; output "<compared> <differences>".
-compare() {
-    awk -F '\t' -v name="$1" '
-        FNR == 1 { side++ }
-        {
-            key = $1 FS $2 FS $3
-            val = substr($0, length(key) + 2)
-            if (side == 1) { a[key] = val; if (!(key in seen)) { seen[key] = 1; order[++n] = key } }
-            else { b[key] = val; if (!(key in seen)) { seen[key] = 1; order[++n] = key } }
-        }
-        END {
-            d = 0
-            for (i = 1; i <= n; i++) {
-                k = order[i]
-                if (!(k in a) || !(k in b) || a[k] != b[k]) {
-                    d++
-                    shown = k
-                    gsub(FS, " | ", shown)
-                    printf "DIFFERENCE (%s) %s\n  source:   %s\n  restored: %s\n", name, shown,
-                        (k in a) ? a[k] : "(missing)", (k in b) ? b[k] : "(missing)" > "/dev/stderr"
-                }
-            }
-            print n, d
-        }' "$WORK/$1.$SRC.out" "$WORK/$1.$DST.out"
-}
-read -r m1 d1 < <(compare restored)
-read -r w2 d2 < <(compare writes)
-read -r m3 d3 < <(compare after)
+read -r m1 d1 < <(compare restored "$WORK/restored.$SRC.out" "$WORK/restored.$DST.out")
+read -r w2 d2 < <(compare writes "$WORK/writes.$SRC.out" "$WORK/writes.$DST.out")
+read -r m3 d3 < <(compare after "$WORK/after.$SRC.out" "$WORK/after.$DST.out")
 reads=$((m1 + m3))
 # An empty output on both sides compares equal: a run that read nothing failed.
 if [ "$m1" -eq 0 ] || [ "$m3" -eq 0 ] || [ "$w2" -eq 0 ]; then

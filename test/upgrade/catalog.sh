@@ -29,7 +29,8 @@
 # and exits non-zero on any difference or error.
 set -euo pipefail
 # shellcheck disable=SC1091
-. "$(dirname "$0")/lib.sh"
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../lib/stores.sh"
 FRESH=sandbox_persist_catalog_fresh
 UPGRADED=sandbox_persist_catalog_upgraded
 APP=sandbox_persist_catalog_app

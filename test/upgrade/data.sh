@@ -34,7 +34,8 @@
 # and exits non-zero on any difference, error or failed pgTAP test.
 set -euo pipefail
 # shellcheck disable=SC1091
-. "$(dirname "$0")/lib.sh"
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../lib/stores.sh"
 DB=${PGDATABASE:-postgres}
 FRESH=sandbox_persist_upgrade_fresh
 APP=sandbox_persist_upgrade_app

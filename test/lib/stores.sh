@@ -1,8 +1,7 @@
-# Sourced by the upgrade suite's scripts: the shared helpers.
+# Sourced by the dump-and-restore and upgrade suites: the shared helpers.
 # shellcheck shell=bash
 # shellcheck disable=SC2034  # the variables are used by the scripts that source this
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # The store scripts of the dump-and-restore suite fill and read every store.
 STORES=$ROOT/test/backup
 # The server's own client programs when PG_CONFIG names them (pg_dump must be

@@ -12,7 +12,7 @@
 --  * _harden() refuses an object kind it cannot secure, and an owner role
 --    that gained rights since the install.
 BEGIN;
-SELECT plan(29);
+SELECT plan(30);
 SET LOCAL client_min_messages = warning;
 
 -- The extension's functions, tables, views and sequences that PUBLIC can use
@@ -201,9 +201,12 @@ SELECT is(pg_temp.snapshot(), :'before_second', 'H8 a second _harden() changes n
 ------------------------------------------------------------------------------
 CREATE TYPE sandbox_persist.h_added_type AS ENUM ('a');
 ALTER EXTENSION sandbox_persist ADD TYPE sandbox_persist.h_added_type;
-SELECT throws_ok($$SELECT sandbox_persist._harden()$$, '0A000',
-    'sandbox_persist._harden() does not know how to secure type sandbox_persist.h_added_type',
+-- PostgreSQL 17 and later also list the type's array type as a member.
+SELECT throws_like($$SELECT sandbox_persist._harden()$$,
+    'sandbox_persist._harden() does not know how to secure type sandbox_persist.h_added_type%',
     'H9 _harden() refuses an object kind it cannot secure (a type), naming it');
+SELECT throws_ok($$SELECT sandbox_persist._harden()$$, '0A000', NULL,
+    'H9.0 ... with SQLSTATE 0A000');
 ALTER EXTENSION sandbox_persist DROP TYPE sandbox_persist.h_added_type;
 DROP TYPE sandbox_persist.h_added_type;
 

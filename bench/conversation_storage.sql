@@ -4,8 +4,9 @@
 -- ~1 KB messages per run: checkpoint k carries messages 1..2k, and every
 -- append passes the whole transcript as its conversation with
 -- expectedHeadId = the previous checkpoint (the automatic-checkpoint flow of
--- checkpoints.md 9.1). Each append is its own transaction. Results go to
--- bench.conv_result; checkpoints.sh prints them and applies the threshold.
+-- docs/contract/checkpoint-store.md §9). Each append is its own transaction.
+-- Results go to bench.conv_result; checkpoints.sh prints them and applies the
+-- threshold.
 
 \set ncheckpoints 200
 \set thread 'bench-conversation'

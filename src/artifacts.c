@@ -1,7 +1,7 @@
 /*
  * artifacts.c
  *
- * The artifact store (persistence-stores.md section 6): save as insert or
+ * The artifact store (docs/contract/chat-stores.md §4): save as insert or
  * full replace (an absent blobKey or sourceUrl becomes absent, and a re-save
  * may move the record to another run or thread), get, the run and thread
  * lists ordered by createdAt then artifactId bytes, delete and deleteForRun.

@@ -1,7 +1,7 @@
 /*
  * blobs.c
  *
- * The blob store (persistence-stores.md section 7): put, get with ranges,
+ * The blob store (docs/contract/blobs.md): put, get with ranges,
  * head, delete and list. Bytes live in zstd-compressed chunks of a version
  * (blob_storage.c); a range read decodes only the chunks it overlaps.
  *

@@ -1,11 +1,11 @@
 /*
  * checkpoint_entries.c
  *
- * Validation of a checkpoint's file entries and artifacts (checkpoints.md
- * section 3): workspace-relative paths, kinds, content-addressed blob keys,
- * safe-integer sizes and the rule that no file is an ancestor of another
- * entry. Every failure is SANDBOX_SNAPSHOT_INVALID_ENTRY. Valid input is
- * rewritten as canonical JSON (exactly the contract's keys, in the caller's
+ * Validation of a checkpoint's file entries and artifacts (docs/contract/
+ * checkpoint-store.md §2): workspace-relative paths, kinds, content-addressed
+ * blob keys, safe-integer sizes and the rule that no file is an ancestor of
+ * another entry. Every failure is SANDBOX_SNAPSHOT_INVALID_ENTRY. Valid input
+ * is rewritten as canonical JSON (exactly the contract's keys, in the caller's
  * order) and its blob keys are collected for reference counting.
  *
  * The ancestor rule is checked in O(n log n): paths are sorted segment-wise,

@@ -1,8 +1,8 @@
 /*
  * checkpoints.c
  *
- * The checkpoint store (checkpoints.md sections 2-5 and 8): append with the
- * contract's exact check order, deleteHead, get, list, getHead and
+ * The checkpoint store (docs/contract/checkpoint-store.md §1-§6): append with
+ * the contract's exact check order, deleteHead, get, list, getHead and
  * listBlobReferences, plus the helpers the lease and fork modules share.
  *
  * Locking: append and deleteHead lock the thread's checkpoint_threads row

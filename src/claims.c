@@ -1,7 +1,7 @@
 /*
  * claims.c
  *
- * run_claim (durable-runs.md section 2.4): the claim step of withRunClaim as
+ * run_claim (docs/contract/runs.md §5): the claim step of withRunClaim as
  * one statement, for applications that supply their own claim function. It
  * must still be called under the run-driver:<runId> lock.
  *

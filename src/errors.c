@@ -1,9 +1,9 @@
 /*
  * errors.c
  *
- * The error table of sql-api.md section 4.2: every contract error code, its
- * SQLSTATE in the implementation-defined class SP, and its name. Defined in
- * full from the first version so later stores only use it. No locking.
+ * The error table of docs/contract/README.md §4.2: every contract error code,
+ * its SQLSTATE in the implementation-defined class SP, and its name. Defined
+ * in full from the first version so later stores only use it. No locking.
  */
 #include "postgres.h"
 

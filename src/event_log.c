@@ -1,7 +1,7 @@
 /*
  * event_log.c
  *
- * The durable event log behind StreamDurability (durable-runs.md section 5):
+ * The durable event log behind StreamDurability (docs/contract/event-log.md):
  * one append-only log per run, chunks stored as their exact JSON text,
  * numbered densely from 1. Appends are idempotent per (producerId,
  * producerSeq), may be fenced by the run's driverEpoch, and are accepted

@@ -1,10 +1,11 @@
 /*
  * fork.c
  *
- * forkFromCheckpoint (checkpoints.md section 7): copy a source checkpoint into
- * a new root checkpoint of an empty destination thread, make its conversation
- * the destination's transcript, set the destination head and count one
- * reference per distinct blob key, all in the caller's one transaction.
+ * forkFromCheckpoint (docs/contract/checkpoint-store.md §7): copy a source
+ * checkpoint into a new root checkpoint of an empty destination thread, make
+ * its conversation the destination's transcript, set the destination head and
+ * count one reference per distinct blob key, all in the caller's one
+ * transaction.
  *
  * Locking: the destination thread row FOR UPDATE first (so two forks into
  * one destination serialise and the second sees the first's state), then

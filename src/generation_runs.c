@@ -1,7 +1,7 @@
 /*
  * generation_runs.c
  *
- * The generation run store (persistence-stores.md section 5): createOrResume
+ * The generation run store (docs/contract/chat-stores.md §3): createOrResume
  * that ignores every input field once the run exists, key-presence-aware
  * patches in which `result: null` is a stored value (clearing goes through
  * the separate `clear` list), get, and findLatestForThread over every status.

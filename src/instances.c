@@ -1,7 +1,7 @@
 /*
  * instances.c
  *
- * The sandbox instance store (checkpoints.md section 1): compound key ->
+ * The sandbox instance store (docs/contract/instances.md): compound key ->
  * provider sandbox to resume. upsert is a full replace, so an optional field
  * that is absent or JSON null clears the stored value. Locking: per-row
  * atomicity of INSERT ... ON CONFLICT only; callers serialise read-modify-write

@@ -1,7 +1,7 @@
 /*
  * interrupts.c
  *
- * The interrupt store (persistence-stores.md section 3): insert-if-absent
+ * The interrupt store (docs/contract/chat-stores.md §1): insert-if-absent
  * create that never clobbers an existing record, resolve and cancel that
  * never check the current status, the atomic commitBatch, get, and the four
  * lists (requestedAt ascending, insertion order on ties).

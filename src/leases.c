@@ -1,10 +1,10 @@
 /*
  * leases.c
  *
- * Checkpoint writer leases (checkpoints.md section 6): one per thread,
- * acquired without waiting, renewed only while current, released only by the
- * same owner token and fence. The fence lives on the thread's row and grows
- * by one on every acquisition, forever; release never resets it.
+ * Checkpoint writer leases (docs/contract/checkpoint-store.md §5): one per
+ * thread, acquired without waiting, renewed only while current, released only
+ * by the same owner token and fence. The fence lives on the thread's row and
+ * grows by one on every acquisition, forever; release never resets it.
  *
  * Locking: every function works on the thread's checkpoint_threads row only.
  * Acquire is a single INSERT ... ON CONFLICT DO UPDATE that takes over only a

@@ -1,7 +1,7 @@
 /*
  * locks.c
  *
- * The LockStore backend (durable-runs.md section 4): leased, fenced locks
+ * The LockStore backend (docs/contract/locks.md): leased, fenced locks
  * for keys such as run-driver:<runId> and sandbox:<key>, one row per held
  * key. Not advisory locks: every call is one short statement, so locks work
  * through transaction poolers, survive client crashes (the lease expires) and

@@ -2,7 +2,7 @@
  * maintenance.c
  *
  * maintain(): the bounded, idempotent housekeeping pg_cron runs every minute
- * (durable-runs.md section 7). It does only the SAFE actions A1-A10: delete
+ * (docs/contract/maintenance.md). It does only the SAFE actions A1-A10: delete
  * unreferenced content-addressed blobs past their grace, abandoned uploads,
  * long-expired lock rows, closed logs past retention and (when enabled) old
  * terminal runs; close the logs of finished runs; end the logs whose producer

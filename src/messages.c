@@ -1,7 +1,7 @@
 /*
  * messages.c
  *
- * The message store (persistence-stores.md section 1): one transcript per
+ * The message store (docs/contract/messages.md): one transcript per
  * thread, replaced whole and kept as the exact JSON text received, so tool
  * output with \u0000 or escaped lone surrogates round-trips byte for byte.
  * Locking: per-row atomicity of INSERT ... ON CONFLICT only.

@@ -1,7 +1,7 @@
 /*
  * metadata.c
  *
- * The metadata store (persistence-stores.md section 4): any JSON value except
+ * The metadata store (docs/contract/chat-stores.md §2): any JSON value except
  * null under a composite key (namespace, key) whose two parts are separate
  * columns, so ('a:b', 'c') and ('a', 'b:c') never collide. Values are stored
  * as the exact JSON text received and returned verbatim.

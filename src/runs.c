@@ -1,7 +1,7 @@
 /*
  * runs.c
  *
- * The run store (persistence-stores.md section 2): createOrResume that never
+ * The run store (docs/contract/runs.md): createOrResume that never
  * resurrects, key-presence-aware patches over every optional field including
  * the four durable ones, and the thread and reclaim queries.
  *

@@ -20,7 +20,7 @@
 /* Largest integer a JavaScript number represents exactly: 2^53 - 1. */
 #define SP_MAX_SAFE_INTEGER INT64CONST(9007199254740991)
 
-/* Identifier byte limits (sql-api.md section 1). */
+/* Identifier byte limits (docs/contract/README.md §2.3). */
 #define SP_ID_MAX_BYTES 1024
 #define SP_KEY_MAX_BYTES 2048
 

@@ -3,7 +3,7 @@
  *
  * Check* helpers for the plain stores (instances, runs, messages and those
  * added later): each reads one argument or JSON field and raises the precise
- * standard SQLSTATE of sql-api.md section 4.3 when it is wrong. Checkpoint
+ * standard SQLSTATE of docs/contract/README.md §4.3 when it is wrong. Checkpoint
  * inputs have their own rules and codes (checkpoints.c). No locking.
  */
 #include "postgres.h"

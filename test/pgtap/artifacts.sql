@@ -1,4 +1,4 @@
--- pgTAP: artifact store (persistence-stores.md §6, sql-api.md §3.6).
+-- pgTAP: artifact store (docs/contract/chat-stores.md §4).
 -- Cases: P13-P16, R7, R35, S21, V1-V6, V9-V16 (artifact parts).
 -- Run with: pg_prove -d <db> test/pgtap/artifacts.sql (needs allow_test_reset).
 BEGIN;

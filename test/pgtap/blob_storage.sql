@@ -1,5 +1,5 @@
 -- pgTAP: blob storage, streamed uploads and content addressing
--- (persistence-stores.md §7.6, checkpoints.md §9.6, sql-api.md §2).
+-- (docs/contract/blobs.md §6, maintenance.md §2 A1, README.md §5).
 -- Cases: B1-B15, B18-B22 (B16 and B23 are NODE; B17 is the isolation spec
 -- b17_etag_unique).
 -- Run with: pg_prove -d <db> test/pgtap/blob_storage.sql

@@ -1,4 +1,4 @@
--- pgTAP: blob store API (persistence-stores.md §7, sql-api.md §3.7).
+-- pgTAP: blob store API (docs/contract/blobs.md).
 -- Cases: P17-P23 (upstream blob cases), R8, R9, R11, R12, R13, R32,
 -- V4, V6, V15, V16, V21, V22 (blob parts).
 -- Storage, uploads and content addressing (B cases) are in blob_storage.sql.

@@ -1,4 +1,5 @@
--- pgTAP: checkpoint input validation (checkpoints.md §3-§5, sql-api.md §4).
+-- pgTAP: checkpoint input validation (docs/contract/checkpoint-store.md §2-§4,
+-- docs/contract/README.md §4).
 -- Cases: C8-C11, S4-S15, R17-R23, and the checkpoint parts of V1-V4, V6, V11,
 -- V13-V16, V19, V23. Every rejection asserts its SQLSTATE (and, for class SP,
 -- the code name at the start of errdetail) and that head, list, references,
@@ -36,7 +37,7 @@ EXCEPTION WHEN OTHERS THEN
 END
 $$;
 
--- The SQLSTATE and code name of a contract error (sql-api.md §4.2).
+-- The SQLSTATE and code name of a contract error (docs/contract/README.md §4.2).
 CREATE FUNCTION pg_temp.e(name text) RETURNS text LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE name
         WHEN 'STALE_HEAD' THEN 'SP001 SANDBOX_SNAPSHOT_' WHEN 'PARENT_MISMATCH' THEN 'SP002 SANDBOX_SNAPSHOT_'
@@ -434,7 +435,8 @@ SELECT * FROM pg_temp.rejects(pg_temp.q((pg_temp.input(pg_temp.base())::jsonb ||
 SELECT * FROM pg_temp.rejects(pg_temp.qdel((pg_temp.del_input('thread-a', '1')::jsonb || '{"extra": 1}')::text),
     pg_temp.e('INVALID_ENTRY'), 'V6.7 an unknown key in the deleteHead input');
 -- Unknown checkpoint keys are INVALID_ENTRY, which comes after the identifier
--- checks and the writer-thread check (checkpoints.md §5, sql-api.md §4.2).
+-- checks and the writer-thread check (docs/contract/checkpoint-store.md §4,
+-- docs/contract/README.md §4.2).
 SELECT * FROM pg_temp.rejects(pg_temp.qa(pg_temp.base() || '{"extra": 1, "id": ""}'), pg_temp.e('INVALID_ID'),
     'V6.8 an unknown checkpoint key with an empty id: identifiers are checked first');
 SELECT * FROM pg_temp.rejects(pg_temp.qa(pg_temp.base() || '{"extra": 1}', '1', pg_temp.w('thread-b')),

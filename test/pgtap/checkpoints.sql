@@ -1,8 +1,10 @@
--- pgTAP: checkpoint store (checkpoints.md §2-§6 and §8, sql-api.md §3.9 and §4).
+-- pgTAP: checkpoint store (docs/contract/checkpoint-store.md §1-§6,
+-- docs/contract/README.md §4).
 -- Cases: C1-C7 and C12-C18 (upstream checkpoint store suite; C8-C11 are in
 -- checkpoint_validation.sql), R14, R15, R16, R36, S2, S16, S18, the opaque
--- conversation parts of V13/V14, and two §8 properties that have no case ID:
--- message text round-trips byte-exactly, and each distinct message is stored once.
+-- conversation parts of V13/V14, and two storage properties with no case ID
+-- (docs/contract/checkpoint-store.md §6): message text round-trips
+-- byte-exactly, and each distinct message is stored once.
 -- Run with: pg_prove -d <db> test/pgtap/checkpoints.sql
 -- (needs sandbox_persist.allow_test_reset and allow_client_clock on).
 BEGIN;
@@ -28,7 +30,7 @@ $$;
 
 \ir lib/checkpoint_helpers.psql
 
--- The SQLSTATE and code name of a contract error (sql-api.md §4.2).
+-- The SQLSTATE and code name of a contract error (docs/contract/README.md §4.2).
 CREATE FUNCTION pg_temp.e(name text) RETURNS text LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE name
         WHEN 'STALE_HEAD' THEN 'SP001' WHEN 'PARENT_MISMATCH' THEN 'SP002'

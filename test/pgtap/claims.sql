@@ -1,5 +1,5 @@
--- pgTAP: run_claim, the one-statement claim step (durable-runs.md §2.4,
--- sql-api.md §3.2). Cases: K3, K4 (K1 and K2 are in runs.sql).
+-- pgTAP: run_claim, the one-statement claim step (docs/contract/runs.md §5).
+-- Cases: K3, K4 (K1 and K2 are in runs.sql).
 -- Run with: pg_prove -d <db> test/pgtap/claims.sql (needs allow_test_reset).
 BEGIN;
 SELECT plan(32);

@@ -1,6 +1,6 @@
--- pgTAP: the durable event log behind StreamDurability (durable-runs.md §5,
--- sql-api.md §3.11). Cases: E1-E4, E6-E14, E16, E17, E20, and the event-log
--- parts of V9 (producerSeq 1.5) and V22 (negative after_seq).
+-- pgTAP: the durable event log behind StreamDurability
+-- (docs/contract/event-log.md). Cases: E1-E4, E6-E14, E16, E17, E20, and the
+-- event-log parts of V9 (producerSeq 1.5) and V22 (negative after_seq).
 -- (E5, X9 and X13 are isolation specs; E15, E18 and E19 are NODE.)
 -- Run with: pg_prove -d <db> test/pgtap/event_log.sql (needs allow_test_reset).
 BEGIN;

@@ -1,4 +1,5 @@
--- pgTAP: checkpoint fork (checkpoints.md §7, §8; sql-api.md §3.9, §4).
+-- pgTAP: checkpoint fork (docs/contract/checkpoint-store.md §7,
+-- docs/contract/README.md §4).
 -- Cases: F1-F10, R24 (transcript, run and checkpoint parts), R25 (instance
 -- row and lease row parts), R26, R31, S3, S19.
 -- Not covered here: R24's generation run, interrupt and artifact-record parts

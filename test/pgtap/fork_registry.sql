@@ -1,5 +1,6 @@
 -- pgTAP: the thread-owned state registry (sandbox_persist.thread_owned_state)
--- as seen by checkpoint_fork_from_checkpoint (checkpoints.md §7).
+-- as seen by checkpoint_fork_from_checkpoint
+-- (docs/contract/checkpoint-store.md §7.2).
 -- Cases: R24 (generation run, interrupt and artifact-record parts) and R25
 -- (metadata part). The transcript, run and checkpoint parts of R24 and the
 -- instance and lease parts of R25 are in fork.sql, numbered from 1; the

@@ -1,4 +1,4 @@
--- pgTAP: generation run store (persistence-stores.md §5, sql-api.md §3.5).
+-- pgTAP: generation run store (docs/contract/chat-stores.md §3).
 -- Cases: P11, P12, R30, R34 (generation run part), V1-V10, V12-V16
 -- (generation run parts).
 -- Run with: pg_prove -d <db> test/pgtap/generation_runs.sql (needs allow_test_reset).

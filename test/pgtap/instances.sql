@@ -1,4 +1,4 @@
--- pgTAP: sandbox instance store (checkpoints.md §1).
+-- pgTAP: sandbox instance store (docs/contract/instances.md).
 -- Cases: I1-I7 and the instance parts of V1-V6, V9, V10, V13-V16.
 -- Run with: pg_prove -d <db> test/pgtap/instances.sql (needs allow_test_reset).
 BEGIN;

@@ -1,4 +1,4 @@
--- pgTAP: interrupt store (persistence-stores.md §3, sql-api.md §3.3).
+-- pgTAP: interrupt store (docs/contract/chat-stores.md §1).
 -- Cases: P08-P10, R1-R6, R27, R28, R33, V1-V7, V9, V10, V12-V16, V18, V23, V24
 -- (interrupt parts).
 -- Run with: pg_prove -d <db> test/pgtap/interrupts.sql (needs allow_test_reset
@@ -169,7 +169,7 @@ SELECT is(pg_temp.ids(sandbox_persist.interrupt_list_pending_by_run('run-order')
     'P10.4 listPendingByRun orders by requestedAt');
 
 ------------------------------------------------------------------------------
--- Create: response handling (sql-api.md §6 rule 4).
+-- Create: response handling (docs/contract/README.md §6 rule 4).
 ------------------------------------------------------------------------------
 SELECT sandbox_persist.interrupt_create(
     '{"interruptId":"cr-resp","runId":"run-cr","threadId":"thread-cr","requestedAt":1,"payload":{},"response":{"pre":true}}');

@@ -1,5 +1,5 @@
--- pgTAP: the LockStore backend, a lease table (durable-runs.md §4.3,
--- sql-api.md §3.10). Cases: L1-L10, L12, L13, L19, L20, V25.
+-- pgTAP: the LockStore backend, a lease table (docs/contract/locks.md §1-§2).
+-- Cases: L1-L10, L12, L13, L19, L20, V25.
 -- (L11 is the isolation spec l11_release_notifies; L14-L18 are NODE.)
 -- Run with: pg_prove -d <db> test/pgtap/locks.sql
 -- (needs sandbox_persist.allow_test_reset and allow_client_clock on).

@@ -1,4 +1,4 @@
--- pgTAP: maintenance (durable-runs.md §7, sql-api.md §2 and §3.12).
+-- pgTAP: maintenance (docs/contract/maintenance.md, README.md §5).
 -- Cases: M1-M14, M16-M20, M23, the SQL part of M22 (the pg_cron run itself
 -- and the "no pg_cron here" branch are in zz_cron.sql and zz_nocron.sql),
 -- and the overview view. (M15 is NODE; M21, X5 and X16 are isolation specs.)

@@ -1,4 +1,4 @@
--- pgTAP: message store (persistence-stores.md §1).
+-- pgTAP: message store (docs/contract/messages.md).
 -- Cases: P01, P02, byte-faithful payloads (V13, V14 opaque parts), and the
 -- message parts of V1, V2, V4, V15, V16.
 -- Run with: pg_prove -d <db> test/pgtap/messages.sql (needs allow_test_reset).

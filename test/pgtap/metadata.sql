@@ -1,4 +1,4 @@
--- pgTAP: metadata store (persistence-stores.md §4, sql-api.md §3.4).
+-- pgTAP: metadata store (docs/contract/chat-stores.md §2).
 -- Cases: P24, V1, V4, V13, V15, V16, V17 (metadata parts).
 -- Run with: pg_prove -d <db> test/pgtap/metadata.sql (needs allow_test_reset).
 BEGIN;

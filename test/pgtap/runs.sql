@@ -1,4 +1,4 @@
--- pgTAP: run store (persistence-stores.md §2, durable-runs.md §2.4).
+-- pgTAP: run store (docs/contract/runs.md).
 -- Cases: P03-P07, D1 (D1.0-D1.5), K1, K2, R29, R34 (runs part), S20,
 -- V1-V11, V13-V16, V20, V26 (runs part).
 -- Run with: pg_prove -d <db> test/pgtap/runs.sql (needs allow_test_reset).

@@ -1,4 +1,5 @@
--- Security baseline (design.md section 9) and the administration guards.
+-- Security baseline (docs/contract/README.md §2.9) and the administration
+-- guards.
 BEGIN;
 SELECT plan(37);
 

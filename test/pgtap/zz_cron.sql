@@ -1,4 +1,4 @@
--- pgTAP: M22 end to end (durable-runs.md §7.1, sql-api.md §3.12).
+-- pgTAP: M22 end to end (docs/contract/maintenance.md §1).
 --  * pg_cron really runs the scheduled maintenance: a lock row that expired
 --    long ago is purged by the job, not by us, and maintenance_state records
 --    the run.

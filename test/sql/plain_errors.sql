@@ -1,7 +1,7 @@
 --
 -- plain_errors: the exact error text (message and DETAIL) of one
 -- representative of each error class raised by the foundation stores
--- (instances, runs, messages). sql-api.md §4.
+-- (instances, runs, messages). docs/contract/README.md §4.
 --
 \set VERBOSITY default
 

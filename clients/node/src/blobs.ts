@@ -1,5 +1,6 @@
 /**
- * The blob store (persistence-stores.md section 7; sql-api.md rules 11, 12).
+ * The blob store (docs/contract/blobs.md; docs/contract/README.md §6, rules
+ * 11 and 12).
  *
  * Bodies are turned into exact bytes here; small bodies of known length go
  * through one `blob_put`, everything else (length-less streams, large bodies)

@@ -1,5 +1,5 @@
 /**
- * `StreamDurability` over the durable event log (durable-runs.md section 5).
+ * `StreamDurability` over the durable event log (docs/contract/event-log.md).
  *
  * Offsets are `v1.<first 12 hex of sha256(runId)>.<seq>`; `'-1'` reads from
  * the start and `'now'` from the current tail. `read` replays strictly after

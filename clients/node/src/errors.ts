@@ -1,7 +1,7 @@
 /**
  * Errors thrown by the adapter, and the translation of PostgreSQL errors
  * (SQLSTATE plus the code name at the start of `errdetail`) into them
- * (sql-api.md section 4).
+ * (docs/contract/README.md §4).
  */
 
 /** Contract codes of the checkpoint store (`@tanstack/ai-sandbox`). */
@@ -303,7 +303,10 @@ function setupError(sqlstate: string, message: string, cause: unknown): SandboxP
   return null
 }
 
-/** Translate a node-postgres error into the adapter's error (sql-api.md 4). */
+/**
+ * Translate a node-postgres error into the adapter's error
+ * (docs/contract/README.md §4).
+ */
 export function translateError(error: unknown, context: ErrorContext = {}): unknown {
   if (!isDatabaseError(error)) return error
   const sqlstate = error.code

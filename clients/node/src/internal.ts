@@ -1,5 +1,5 @@
 /**
- * The transport rules of sql-api.md section 6, shared by every store: one
+ * The transport rules of docs/contract/README.md §6, shared by every store: one
  * statement per method, JSON as text with explicit casts, identifier checks
  * before any `text` parameter, patch encoding, retries of 40001/40P01.
  */

@@ -1,6 +1,7 @@
 /**
  * One dedicated, unpooled LISTEN connection per process and database
- * (sql-api.md rule 14), shared by every lock store and durability adapter.
+ * (docs/contract/README.md §6 rule 14), shared by every lock store and
+ * durability adapter.
  *
  * Notifications are wake-up hints only: they are lost while the connection is
  * down, so every waiter also polls. After a (re)connect every subscriber is

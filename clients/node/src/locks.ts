@@ -1,5 +1,5 @@
 /**
- * `LockStore` over the lease table (durable-runs.md section 4.4).
+ * `LockStore` over the lease table (docs/contract/locks.md §3).
  *
  * `withLock` blocks until granted: it polls `lock_acquire` with a jittered,
  * growing interval and is woken early by `NOTIFY sandbox_persist_lock` (payload:

@@ -1,8 +1,8 @@
 /**
- * Operator helpers outside the TypeScript store contracts (durable-runs.md
- * section 7): run one bounded maintenance pass, read the watchdog's attention
- * items, report a reaper sweep, and be woken when maintenance sees detached
- * runs (`NOTIFY sandbox_persist_reaper`, A7).
+ * Operator helpers outside the TypeScript store contracts (docs/contract/
+ * maintenance.md): run one bounded maintenance pass, read the watchdog's
+ * attention items, report a reaper sweep, and be woken when maintenance sees
+ * detached runs (`NOTIFY sandbox_persist_reaper`, A7).
  */
 import { checkFunctionOption, checkInteger, checkTextId, json, run, value, type Queryable } from './internal.js'
 import { acquireListener, ATTENTION_CHANNEL, REAPER_CHANNEL, type ListenerOptions } from './listener.js'

@@ -1,6 +1,7 @@
 /**
- * The seven persistence stores over sandbox_persist (persistence-stores.md).
- * Each method is one statement: `SELECT sandbox_persist.<store>_<method>(...)`.
+ * The seven persistence stores over sandbox_persist
+ * (docs/contract/messages.md, runs.md, chat-stores.md, blobs.md). Each method
+ * is one statement: `SELECT sandbox_persist.<store>_<method>(...)`.
  */
 import type { MetadataStore, ModelMessage, RunRecord } from '@tanstack/ai'
 import { postgresBlobStore, type PostgresBlobStoreOptions } from './blobs.js'

@@ -1,6 +1,7 @@
 /**
- * The sandbox-side stores (checkpoints.md): sandbox instances, and the
- * checkpoint store with writer leases and the atomic fork.
+ * The sandbox-side stores (docs/contract/instances.md, checkpoint-store.md):
+ * sandbox instances, and the checkpoint store with writer leases and the
+ * atomic fork.
  */
 import { SandboxCheckpointInvalidIdError } from './errors.js'
 import {

@@ -5,7 +5,7 @@
  * `LockStore`, `StreamDurability`, `ModelMessage`, `TokenUsage` and
  * `PersistedArtifactRef`; those are imported, never redefined. The persistence
  * stores of `@tanstack/ai-persistence` (not on the npm registry) are typed here
- * exactly as `persistence-stores.md` gives them; the sandbox instance and
+ * exactly as `docs/contract/` gives them; the sandbox instance and
  * checkpoint stores exactly as `@tanstack/ai-sandbox`'s current sources type
  * them (the published 0.2.x predates them).
  */

@@ -1,7 +1,7 @@
 /**
  * The blob store through the adapter: the upstream cases (P17-P23), the
  * adapter-side cases (B16, B20 through the adapter, B23, R10) and the body
- * encodings of sql-api.md rules 11 and 12.
+ * encodings of docs/contract/README.md §6 rules 11 and 12.
  */
 import { createHash } from 'node:crypto'
 import { beforeAll, describe, expect, it } from 'vitest'

@@ -1,6 +1,6 @@
 /**
- * The durable event log through the StreamDurability adapter (durable-runs.md
- * 5.6): E15, E18, E19, and the reaper wake-up M15.
+ * The durable event log through the StreamDurability adapter (docs/contract/
+ * event-log.md §4): E15, E18, E19, and the reaper wake-up M15.
  */
 import { createHash } from 'node:crypto'
 import pg from 'pg'

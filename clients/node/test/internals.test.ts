@@ -31,7 +31,7 @@ function pgError(code: string, message: string, detail?: string): Error {
   return error
 }
 
-describe('error translation (sql-api.md 4)', () => {
+describe('error translation (docs/contract/README.md §4)', () => {
   it('class SP errors carry the code name from errdetail', () => {
     const stale = translateError(pgError('SP001', 'stale head', 'SANDBOX_SNAPSHOT_STALE_HEAD: Expected head "1" but thread "a" is at "2".'))
     expect(stale).toBeInstanceOf(SandboxCheckpointConflictError)

@@ -1,5 +1,5 @@
 /**
- * The LockStore client side (durable-runs.md 4.4): L11 and L14-L18.
+ * The LockStore client side (docs/contract/locks.md §3): L11 and L14-L18.
  */
 import { createHash } from 'node:crypto'
 import pg from 'pg'

@@ -2,7 +2,7 @@
  * The upstream persistence suite's cases (P01-P24), run again through the
  * adapter on one shared instance over an emptied database, plus the
  * durable-run-fields case (D1), the reference cases the adapter must show
- * (R1-R3, R28, S20), and the encoding traps of sql-api.md section 6.
+ * (R1-R3, R28, S20), and the encoding traps of docs/contract/README.md §6.
  */
 import type { ModelMessage } from '@tanstack/ai'
 import { beforeAll, describe, expect, it } from 'vitest'

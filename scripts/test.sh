@@ -9,14 +9,14 @@
 #
 # For make test-matrix (scripts/matrix.sh), three settings split one run:
 #   SANDBOX_PERSIST_SUITES    the suites to run, from: regress pgtap node backup upgrade
-#                             fuzz torture broken_build (default: all of them)
+#                             fuzz torture broken_build stands_alone (default: all)
 #   SANDBOX_PERSIST_KEEP_CLUSTER=1   leave the cluster running on exit
 #   SANDBOX_PERSIST_USE_CLUSTER=1    no set-up: use the running cluster named
 #                             by PGHOST/PGPORT/PGUSER/PGDATABASE, and leave it running
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-SUITES=" ${SANDBOX_PERSIST_SUITES:-regress pgtap node backup upgrade fuzz torture broken_build} "
+SUITES=" ${SANDBOX_PERSIST_SUITES:-regress pgtap node backup upgrade fuzz torture broken_build stands_alone} "
 
 if [ -n "${SANDBOX_PERSIST_USE_CLUSTER:-}" ]; then
     export PGHOST PGPORT PGUSER PGDATABASE
@@ -83,5 +83,6 @@ chosen upgrade && run_suite "upgrade from 0.1.0" bash test/upgrade/run.sh
 chosen fuzz && run_suite "fuzz (short)" bash test/fuzz/run.sh --short --strict
 chosen torture && run_suite "torture (short)" bash test/torture/run.sh --short
 chosen broken_build && run_suite "a broken build fails make test" bash test/scripts/broken_build.sh
+chosen stands_alone && run_suite "the repository stands alone" bash test/scripts/stands_alone.sh
 
 suites_close

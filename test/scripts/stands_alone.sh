@@ -4,7 +4,7 @@
 # released 0.1.0 install script is exempt: it must stay byte-identical.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-pattern='sql-api\.md|checkpoints\.md|persistence-stores\.md|durable-runs\.md|conformance-cases\.md|design\.md|shared/spec|\.\./shared'
+pattern='sql-api\.md|checkpoints\.md|persistence-stores\.md|durable-runs\.md|conformance-cases\.md|design\.md|shared/[s]pec|\.\./shared'
 if ! command -v git >/dev/null 2>&1 || ! git rev-parse --git-dir >/dev/null 2>&1; then
     echo "summary: stands alone: skipped (not a git checkout)"
     exit 0

@@ -492,7 +492,7 @@ CREATE FUNCTION checkpoint_fork_from_checkpoint(input json, now_ms bigint DEFAUL
 CREATE FUNCTION _reset_for_tests() RETURNS void
     AS 'MODULE_PATHNAME', '_reset_for_tests' LANGUAGE C VOLATILE;
 
--- The watchdog's current items (durable-runs.md section 7.4), for maintain().
+-- The watchdog's current items (docs/contract/maintenance.md §3), for maintain().
 -- Read-only: an item only reports, it never acts on a run.
 CREATE FUNCTION _watchdog_items(now_ms bigint, reaper_ttl_ms bigint, sweep_interval_ms bigint,
                                 idle_ms bigint)

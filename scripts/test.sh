@@ -79,7 +79,7 @@ chosen regress && run_suite "pg_regress and isolation specs" regress
 chosen pgtap && run_suite "pgTAP suites" pgtap
 chosen node && run_suite "Node adapter (clients/node)" bash clients/node/test.sh
 chosen backup && run_suite "dump and restore" bash test/backup/run.sh
-chosen upgrade && run_suite "upgrade from 0.1.0" bash test/upgrade/run.sh
+chosen upgrade && run_suite "upgrade from each release" bash test/upgrade/run.sh
 chosen fuzz && run_suite "fuzz (short)" bash test/fuzz/run.sh --short --strict
 chosen torture && run_suite "torture (short)" bash test/torture/run.sh --short
 chosen broken_build && run_suite "a broken build fails make test" bash test/scripts/broken_build.sh

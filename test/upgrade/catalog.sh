@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Upgrade catalogs: is a populated 0.1.0 database, after ALTER EXTENSION
+# Upgrade catalogs: is a populated $FROM database (UPGRADE_FROM, an earlier
+# release, 0.1.0 unless set), after ALTER EXTENSION
 # sandbox_persist UPDATE, the same as a fresh installation of the current
 # version, object for object, owner for owner, privilege for privilege?
 #
 # Against the cluster named by PGHOST/PGPORT/PGUSER (a superuser) it creates
 # two databases: one with CREATE EXTENSION sandbox_persist, one with
-# CREATE EXTENSION sandbox_persist VERSION '0.1.0', every store filled
+# CREATE EXTENSION sandbox_persist VERSION $FROM, every store filled
 # (test/backup/populate.sql, as an application role given the store functions
 # by grant_app_role) and then ALTER EXTENSION sandbox_persist UPDATE. The
 # application role's grants are then withdrawn (DROP OWNED BY): they are the
@@ -25,12 +26,13 @@
 #     schema's; the tables and sequences registered for pg_dump.
 #
 # Prints one closing line
-#   summary: upgrade catalogs: fresh <v> and 0.1.0 updated: <a> dump lines, <b> binary-upgrade dump lines, <c> catalog facts compared, <d> differences
+#   summary: upgrade catalogs: fresh <v> and <from> updated: <a> dump lines, <b> binary-upgrade dump lines, <c> catalog facts compared, <d> differences
 # and exits non-zero on any difference or error.
 set -euo pipefail
 # shellcheck disable=SC1091
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib/stores.sh"
+FROM=${UPGRADE_FROM:-0.1.0}
 FRESH=sandbox_persist_catalog_fresh
 UPGRADED=sandbox_persist_catalog_upgraded
 APP=sandbox_persist_catalog_app
@@ -59,10 +61,10 @@ create_db "$UPGRADED" || fail "could not create $UPGRADED"
 psql_su -c "CREATE ROLE $APP NOLOGIN" || fail "could not create the application role"
 psql -X -q -v ON_ERROR_STOP=1 -d "$FRESH" -c "CREATE EXTENSION sandbox_persist" \
     || fail "CREATE EXTENSION failed"
-psql -X -q -v ON_ERROR_STOP=1 -d "$UPGRADED" -c "CREATE EXTENSION sandbox_persist VERSION '0.1.0'" \
-    || fail "CREATE EXTENSION ... VERSION '0.1.0' failed"
+psql -X -q -v ON_ERROR_STOP=1 -d "$UPGRADED" -c "CREATE EXTENSION sandbox_persist VERSION '$FROM'" \
+    || fail "CREATE EXTENSION ... VERSION '$FROM' failed"
 psql -X -q -d "$UPGRADED" -v t0="$T0" -v app="$APP" -f "$STORES/populate.sql" >"$WORK/populate.out" 2>&1 \
-    || { cat "$WORK/populate.out"; fail "populating the 0.1.0 database failed"; }
+    || { cat "$WORK/populate.out"; fail "populating the $FROM database failed"; }
 psql -X -q -v ON_ERROR_STOP=1 -d "$UPGRADED" -c "ALTER EXTENSION sandbox_persist UPDATE" \
     -c "DROP OWNED BY $APP" || fail "ALTER EXTENSION sandbox_persist UPDATE failed"
 version=$(ext_version "$FRESH")
@@ -95,7 +97,7 @@ done
 # differ NAME FILE_A FILE_B: print the diff, output its number of changed lines.
 differ() {
     local out
-    out=$(diff -u --label "fresh $version: $1" --label "0.1.0 updated: $1" "$2" "$3" || true)
+    out=$(diff -u --label "fresh $version: $1" --label "$FROM updated: $1" "$2" "$3" || true)
     if [ -n "$out" ]; then printf '%s\n' "$out" | head -200 >&2; fi
     printf '%s\n' "$out" | grep -c '^[-+][^-+]' || true
 }
@@ -118,5 +120,5 @@ differences=$((d1 + d2 + d3 + stray))
 
 elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
 echo "upgrade catalogs: $d1 + $d2 + $d3 differing lines, $stray stray GRANT/REVOKE, $errors errors, ${elapsed} ms"
-echo "summary: upgrade catalogs: fresh $version and 0.1.0 updated: $a dump lines, $b binary-upgrade dump lines, $c catalog facts compared, $differences differences"
+echo "summary: upgrade catalogs: fresh $version and $FROM updated: $a dump lines, $b binary-upgrade dump lines, $c catalog facts compared, $differences differences"
 [ "$differences" -eq 0 ] && [ "$errors" -eq 0 ]

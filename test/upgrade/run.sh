@@ -3,11 +3,15 @@
 # version the same, and does an upgrade keep the data and the hardening?
 #  * every upgrade script in sql/ ends with SELECT sandbox_persist._harden(),
 #    so whatever it adds is closed like the rest (see its header);
-#  * data.sh: 0.1.0 populated, ALTER EXTENSION ... UPDATE, every record reads
+#  * for each earlier release (every version reached by an upgrade script in
+#    sql/ that is not the default one), catalog.sh and data.sh with
+#    UPGRADE_FROM set to it; the pgTAP suite runs after the longest path
+#    (from 0.1.0) only;
+#  * data.sh: an earlier release populated, ALTER EXTENSION ... UPDATE, every record reads
 #    back the same and like a fresh install's, the full pgTAP suite passes on
 #    the upgraded database (it replaces the extension in the default database
 #    and puts a fresh one back: see its header);
-#  * catalog.sh: a fresh install and an updated populated 0.1.0 have the same
+#  * catalog.sh: a fresh install and an updated populated release have the same
 #    catalogs (pg_dump --schema-only, plain and --binary-upgrade, and the
 #    owners, privileges, proconfig and initial privileges of every object).
 # Each part prints its own "summary: upgrade ..." line; exits non-zero when
@@ -32,6 +36,14 @@ if [ "${#missing[@]}" -gt 0 ] || [ "$scripts" -eq 0 ]; then
 fi
 echo "summary: upgrade scripts: $((scripts - ${#missing[@]})) of $scripts end with sandbox_persist._harden()"
 
-bash "$HERE/catalog.sh" || status=1
-bash "$HERE/data.sh" || status=1
+current=$(sed -nE "s/^default_version *= *'([^']+)'.*/\1/p" "$ROOT/sandbox_persist.control")
+mapfile -t releases < <(for f in "$ROOT"/sql/sandbox_persist--*--*.sql; do
+        v=$(basename "$f" .sql); v=${v#sandbox_persist--}; echo "${v%%--*}"
+    done | grep -vxF "$current" | sort -uV)
+[ "${#releases[@]}" -gt 0 ] || { echo "upgrade: no earlier release to upgrade from" >&2; exit 1; }
+for from in "${releases[@]}"; do
+    UPGRADE_FROM=$from bash "$HERE/catalog.sh" || status=1
+    pgtap=0; [ "$from" = "${releases[0]}" ] && pgtap=1
+    UPGRADE_FROM=$from UPGRADE_PGTAP=$pgtap bash "$HERE/data.sh" || status=1
+done
 exit $status

@@ -9,8 +9,9 @@
 # CREATE EXTENSION sandbox_persist VERSION $FROM, every store filled
 # (test/backup/populate.sql, as an application role given the store functions
 # by grant_app_role) and then ALTER EXTENSION sandbox_persist UPDATE. The
-# application role's grants are then withdrawn (DROP OWNED BY): they are the
-# user's, not the extension's, and their carrying over is checked by data.sh.
+# application role's grants are then withdrawn (revoke_app_role for those
+# grant_app_role made as sandbox_persist_owner, DROP OWNED BY for those 0.1.0's
+# made as the superuser): they are the user's, not the extension's, and their carrying over is checked by data.sh.
 # The two are compared three ways, and every comparison must be empty:
 #  1. pg_dump --schema-only, not normalised at all: the schema, the
 #     extension, and every privilege that differs from the initial ones
@@ -66,7 +67,7 @@ psql -X -q -v ON_ERROR_STOP=1 -d "$UPGRADED" -c "CREATE EXTENSION sandbox_persis
 psql -X -q -d "$UPGRADED" -v t0="$T0" -v app="$APP" -f "$STORES/populate.sql" >"$WORK/populate.out" 2>&1 \
     || { cat "$WORK/populate.out"; fail "populating the $FROM database failed"; }
 psql -X -q -v ON_ERROR_STOP=1 -d "$UPGRADED" -c "ALTER EXTENSION sandbox_persist UPDATE" \
-    -c "DROP OWNED BY $APP" || fail "ALTER EXTENSION sandbox_persist UPDATE failed"
+    -c "SELECT sandbox_persist.revoke_app_role('$APP')" -c "DROP OWNED BY $APP" || fail "ALTER EXTENSION sandbox_persist UPDATE failed"
 version=$(ext_version "$FRESH")
 [ "$(ext_version "$UPGRADED")" = "$version" ] \
     || fail "the update reached $(ext_version "$UPGRADED"), a fresh install is $version"

@@ -51,7 +51,7 @@ cleanup() {
     psql_su -c "DROP DATABASE IF EXISTS $FRESH" >/dev/null 2>&1 || true
     # A fresh installation again in the default database, as set-up left it.
     psql_su -c "SELECT 1 FROM pg_roles WHERE rolname = '$APP'" -At | grep -q 1 \
-        && psql_su -c "DROP OWNED BY $APP" >/dev/null 2>&1
+        && psql_su -c "SELECT sandbox_persist.revoke_app_role('$APP')" -c "DROP OWNED BY $APP" >/dev/null 2>&1
     psql_su -c "DROP EXTENSION IF EXISTS sandbox_persist" -c "DROP SCHEMA IF EXISTS sandbox_persist" \
         -c "CREATE EXTENSION sandbox_persist" >/dev/null 2>&1 \
         || echo "upgrade on data: could not put a fresh installation back in $DB" >&2

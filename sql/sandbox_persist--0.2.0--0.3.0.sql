@@ -76,6 +76,27 @@ COMMENT ON VIEW thread_owned_state IS
 COMMENT ON VIEW overview IS
     'One row for operators: runs by status, detached runs, held locks, open logs, blob counts and bytes, blobs awaiting collection, open uploads, watchdog items and the last maintenance run.';
 
+-- the columns of the views, which operators read directly
+COMMENT ON COLUMN thread_owned_state.thread_id IS 'A thread that holds state a fork destination must not have.';
+COMMENT ON COLUMN thread_owned_state.source IS 'What the state is: transcript, run, checkpoint, head, generation run, interrupt or artifact.';
+COMMENT ON COLUMN overview.runs_running IS 'Runs whose status is running.';
+COMMENT ON COLUMN overview.runs_interrupted IS 'Runs paused for a person (status interrupted).';
+COMMENT ON COLUMN overview.runs_completed IS 'Runs whose status is completed.';
+COMMENT ON COLUMN overview.runs_failed IS 'Runs whose status is failed.';
+COMMENT ON COLUMN overview.runs_aborted IS 'Runs whose status is aborted.';
+COMMENT ON COLUMN overview.runs_detached IS 'Running runs whose client went away (detachedSince set), waiting for a takeover or the reaper.';
+COMMENT ON COLUMN overview.runs_detached_past_ttl IS 'Detached running runs older than the reaper TTL (sandbox_persist.reaper_ttl); 0 while that setting is 0.';
+COMMENT ON COLUMN overview.locks_held IS 'Lock leases not yet expired.';
+COMMENT ON COLUMN overview.event_logs_open IS 'Event logs not closed yet.';
+COMMENT ON COLUMN overview.blobs IS 'Stored blob objects.';
+COMMENT ON COLUMN overview.blob_raw_bytes IS 'Total size of the blob objects, uncompressed.';
+COMMENT ON COLUMN overview.blob_stored_bytes IS 'Bytes the current blob chunks take in storage, after compression.';
+COMMENT ON COLUMN overview.blobs_awaiting_gc IS 'Content-addressed blobs no checkpoint or artifact references: maintenance deletes them once past sandbox_persist.blob_gc_grace.';
+COMMENT ON COLUMN overview.uploads_open IS 'Streamed uploads begun and not yet committed or aborted.';
+COMMENT ON COLUMN overview.attention_items IS 'Current watchdog items (see attention_list()).';
+COMMENT ON COLUMN overview.maintenance_last_run IS 'When maintain() last ran; NULL if never.';
+COMMENT ON COLUMN overview.maintenance_last_summary IS 'The counts the last maintain() returned.';
+
 -- sandbox instances
 COMMENT ON FUNCTION instance_get(text) IS
     'Sandbox instance store get: the instance record stored under instance_key as json, or NULL.';

@@ -2,6 +2,7 @@
 --  * SD1-SD3: every function (each overload), table, view and explicit
 --    sequence that is a member of the extension, and its schema, has a
 --    comment, so \df+ sandbox_persist.* and \d+ explain themselves.
+--  * SD12: every column of the views (what operators read) has one too.
 --  * SD4: a comment says something: at least six words, and more than the
 --    object's own name.
 --  * SD5-SD7: every sandbox_persist.* setting has a short and a long
@@ -13,7 +14,7 @@
 -- Identity sequences (behind GENERATED ... AS IDENTITY columns) are left out:
 -- they belong to their column, and \d+ of the table describes them.
 BEGIN;
-SELECT plan(13);
+SELECT plan(15);
 SET LOCAL client_min_messages = warning;
 
 -- Members of the extension that lack a non-empty comment, by kind.
@@ -38,6 +39,17 @@ CREATE FUNCTION pg_temp.undescribed(kind text) RETURNS SETOF text LANGUAGE sql A
       FROM pg_namespace n
      WHERE kind = 'schema' AND n.nspname = 'sandbox_persist'
        AND coalesce(btrim(obj_description(n.oid, 'pg_namespace')), '') = ''
+    ORDER BY 1
+$$;
+
+-- View columns of the extension without a non-empty comment.
+CREATE FUNCTION pg_temp.undescribed_view_columns() RETURNS SETOF text LANGUAGE sql AS $$
+    SELECT c.oid::regclass::text || '.' || a.attname
+      FROM pg_depend d JOIN pg_class c ON c.oid = d.objid
+      JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+     WHERE d.classid = 'pg_class'::regclass AND d.deptype = 'e' AND c.relkind IN ('v', 'm')
+       AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'sandbox_persist')
+       AND coalesce(btrim(col_description(c.oid, a.attnum)), '') = ''
     ORDER BY 1
 $$;
 
@@ -76,6 +88,9 @@ SELECT is(ARRAY(SELECT pg_temp.undescribed('schema')), '{}'::text[],
 SELECT is(ARRAY(SELECT pg_temp.terse()), '{}'::text[],
           'SD4: every comment says more than the object''s name, in at least six words');
 
+SELECT is(ARRAY(SELECT pg_temp.undescribed_view_columns()), '{}'::text[],
+          'SD12: every column of the extension''s views has a comment');
+
 -- The settings exist once the library is loaded.
 LOAD 'sandbox_persist';
 SELECT cmp_ok((SELECT count(*) FROM pg_settings WHERE name LIKE 'sandbox\_persist.%')::int, '>=', 10,
@@ -102,6 +117,9 @@ SELECT is(ARRAY(SELECT pg_temp.undescribed('relation')),
 COMMENT ON SCHEMA sandbox_persist IS NULL;
 SELECT is(ARRAY(SELECT pg_temp.undescribed('schema')), ARRAY['schema sandbox_persist'],
           'SD10: the schema without its comment is found');
+COMMENT ON COLUMN sandbox_persist.overview.blobs_awaiting_gc IS NULL;
+SELECT is(ARRAY(SELECT pg_temp.undescribed_view_columns()), ARRAY['sandbox_persist.overview.blobs_awaiting_gc'],
+          'SD12: a view column whose comment was dropped is found');
 ROLLBACK TO SAVEPOINT dropped;
 
 -- What an upgrade section that forgets its comment leaves behind.

@@ -11,7 +11,9 @@
 #   the C sources           no file but the two headers spells a status, a
 #                           channel, a prefix, an SP code or a code name
 #   the Node adapter        the SQLSTATE table and code unions of errors.ts,
-#                           InterruptStatus, the terminal set, the channels
+#                           InterruptStatus, the terminal set, the channels,
+#                           and RunStatus/TerminalRunStatus of @tanstack/ai
+#                           when clients/node has its packages installed
 #   the documents           the error tables of README.md and
 #                           docs/contract/README.md, the run status list of
 #                           docs/contract/runs.md
@@ -278,11 +280,20 @@ check_all() {
     report "Node: the terminal set of durability.ts" "$t/terminal" "$t/x"
     sed -nE "s/^export const [A-Z_]+_CHANNEL = '([^']*)'.*/\1/p" "$ts/listener.ts" | sorted >"$t/x"
     report "Node: the NOTIFY channels of listener.ts" "$t/channels" "$t/x"
+    # The upstream types, once clients/node has its packages installed (npm ci):
+    # RunStatus is 'running' | 'interrupted' | TerminalRunStatus.
     local dts
-    dts=$(grep -rlE "type RunStatus =" "$tree/clients/node/node_modules/@tanstack/ai/dist" 2>/dev/null | head -1 || true)
+    dts=$(grep -rlE --include='*.d.ts' "type RunStatus =" "$tree/clients/node/node_modules/@tanstack/ai/dist" \
+        2>/dev/null | head -1 || true)
     if [ -n "$dts" ]; then
-        grep -hoE "type RunStatus = [^;]*" "$dts" | head -1 | grep -oE "'[a-z_]+'|\"[a-z_]+\"" | tr -d "'\"" | sorted >"$t/x"
-        report "Node: RunStatus of @tanstack/ai" "$t/run" "$t/x"
+        union_words() { grep -hoE "type $1 = [^;]*" "$dts" | head -1 | sed 's/^[^=]*=//'; }
+        union_words TerminalRunStatus | grep -oE "'[a-z_]+'|\"[a-z_]+\"" | tr -d "'\"" | sorted >"$t/x"
+        report "Node: TerminalRunStatus of @tanstack/ai is the terminal set" "$t/terminal" "$t/x"
+        { union_words RunStatus | grep -oE "'[a-z_]+'|\"[a-z_]+\"" | tr -d "'\""
+          if union_words RunStatus | grep -qw TerminalRunStatus; then cat "$t/x"; fi; } | sorted >"$t/x2"
+        report "Node: RunStatus of @tanstack/ai is the run statuses" "$t/run" "$t/x2"
+    elif [ -z "${QUIET:-}" ]; then
+        echo "# skipped: RunStatus of @tanstack/ai (clients/node has no node_modules; npm ci installs them)"
     fi
 
     # The documents.

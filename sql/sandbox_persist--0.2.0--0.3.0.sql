@@ -77,6 +77,270 @@ END
 $$;
 COMMENT ON FUNCTION revoke_app_role(regrole) IS
     'Withdraws from an application role everything grant_app_role gave it (USAGE on the schema, EXECUTE on the store functions), so the role can be dropped. Superuser only.';
+-- Self-describing objects (issue 12, item 6). Every function (each overload),
+-- table, view and explicit sequence of the extension, and its schema, carries
+-- a COMMENT that says what it is for, its key arguments and what it returns,
+-- so \df+ sandbox_persist.* and \d+ explain themselves to an operator who has
+-- never read the sources. Settings cannot take COMMENT ON: their short and
+-- long descriptions are set where the C code defines them. A comment changes
+-- no behaviour and no data; CREATE EXTENSION and ALTER EXTENSION UPDATE both
+-- run this section, so fresh and upgraded databases carry the same text.
+-- test/pgtap/self_describing.sql fails when an object of the extension lacks
+-- one: a section that adds an object comments it too.
+
+COMMENT ON SCHEMA sandbox_persist IS
+    'TanStack AI agent state (runs, messages, checkpoints, blobs, locks, event logs) kept by the sandbox_persist extension. Call the functions; the tables are private to them.';
+
+-- tables
+COMMENT ON TABLE instances IS
+    'Sandbox instance store: one row per instance key naming the provider sandbox to resume, its thread, latest snapshot and latest run.';
+COMMENT ON TABLE runs IS
+    'Run store: one row per agent run with its status, timing, error and usage, plus the durable fields (sandbox key, detachedSince, cancelRequested, driverEpoch) used for takeover.';
+COMMENT ON TABLE messages IS
+    'Message store: the whole transcript of each chat thread as the exact JSON text last saved.';
+COMMENT ON TABLE checkpoint_threads IS
+    'One row per checkpoint thread: its lock point, writer lease (owner token, expiry, ever-growing fence) and head checkpoint. Never deleted by maintenance, so the fence never restarts.';
+COMMENT ON TABLE conversation_messages IS
+    'Each distinct conversation message of a checkpoint thread, stored once and keyed by the SHA-256 of its exact text; checkpoints refer to these rows by id.';
+COMMENT ON TABLE checkpoints IS
+    'Sandbox checkpoints: parent link, reason, label, canonical file entries and artifacts, and the ordered ids of the conversation messages they captured.';
+COMMENT ON TABLE checkpoint_blob_refs IS
+    'One row per (checkpoint, distinct blob key) it references; blob reference counts and blob garbage collection are derived from these rows.';
+COMMENT ON TABLE interrupts IS
+    'Interrupt store: human-in-the-loop requests of a run, pending until resolved (with an optional response) or cancelled.';
+COMMENT ON TABLE metadata IS
+    'Metadata store: any non-null JSON value under a (namespace, key) pair.';
+COMMENT ON TABLE generation_runs IS
+    'Generation run store: one row per media generation run (activity, provider, model) with its status, result, artifacts and usage.';
+COMMENT ON TABLE artifacts IS
+    'Artifact store: records of files a run produced (name, MIME type, size, optional blob key or source URL).';
+COMMENT ON TABLE blobs IS
+    'Blob store objects: one row per key with size, etag, content type and custom metadata, pointing at the version whose chunks hold the bytes.';
+COMMENT ON TABLE blob_chunks IS
+    'The bytes of blob versions, cut into chunks each stored raw or zstd-compressed; a range read decodes only the chunks it overlaps.';
+COMMENT ON TABLE blob_uploads IS
+    'Streamed uploads in progress: the staged version, the bytes received so far and the tail not yet filling a chunk. Invisible to readers until commit; idle ones are removed by maintenance.';
+COMMENT ON TABLE locks IS
+    'LockStore leases: one row per held key with its owner token, fence and server-clock expiry. Expired rows are purged by maintenance.';
+COMMENT ON TABLE event_logs IS
+    'Durable event log headers: one log per run with its last sequence number, last append time, close time and the count of appends accepted after close.';
+COMMENT ON TABLE event_log_entries IS
+    'Event log chunks, numbered densely from 1 per log and stored as their exact JSON text.';
+COMMENT ON TABLE event_log_producers IS
+    'The sequence numbers handed to each (producerId, producerSeq) append, so a retried append gets the same numbers instead of a duplicate.';
+COMMENT ON TABLE attention IS
+    'Watchdog items maintenance currently reports (a missing reaper, invisible runs, stuck cancels, appends after close), with when each was first and last seen.';
+COMMENT ON TABLE reaper_heartbeats IS
+    'The last heartbeat of each application reaper replica, with the summary it sent; the watchdog reports detached runs when none is recent.';
+COMMENT ON TABLE maintenance_state IS
+    'A single row: when maintain() last ran and the counts it returned, shown by the overview view.';
+
+-- sequences
+COMMENT ON SEQUENCE blob_versions IS
+    'Numbers each staged blob version (a put or an upload), so a new version never reuses the chunks of an old one.';
+COMMENT ON SEQUENCE blob_etags IS
+    'Source of blob etags: every write of a key gets a new one.';
+COMMENT ON SEQUENCE lock_fences IS
+    'Lock fences for every key: one global sequence, so a fence keeps growing across release, takeover and purge.';
+
+-- views
+COMMENT ON VIEW thread_owned_state IS
+    'Registry of thread-scoped state (thread_id, source) that makes a fork destination not empty. A store that keeps rows per thread adds a branch here.';
+COMMENT ON VIEW overview IS
+    'One row for operators: runs by status, detached runs, held locks, open logs, blob counts and bytes, blobs awaiting collection, open uploads, watchdog items and the last maintenance run.';
+
+-- the columns of the views, which operators read directly
+COMMENT ON COLUMN thread_owned_state.thread_id IS 'A thread that holds state a fork destination must not have.';
+COMMENT ON COLUMN thread_owned_state.source IS 'What the state is: transcript, run, checkpoint, head, generation run, interrupt or artifact.';
+COMMENT ON COLUMN overview.runs_running IS 'Runs whose status is running.';
+COMMENT ON COLUMN overview.runs_interrupted IS 'Runs paused for a person (status interrupted).';
+COMMENT ON COLUMN overview.runs_completed IS 'Runs whose status is completed.';
+COMMENT ON COLUMN overview.runs_failed IS 'Runs whose status is failed.';
+COMMENT ON COLUMN overview.runs_aborted IS 'Runs whose status is aborted.';
+COMMENT ON COLUMN overview.runs_detached IS 'Running runs whose client went away (detachedSince set), waiting for a takeover or the reaper.';
+COMMENT ON COLUMN overview.runs_detached_past_ttl IS 'Detached running runs older than the reaper TTL (sandbox_persist.reaper_ttl); 0 while that setting is 0.';
+COMMENT ON COLUMN overview.locks_held IS 'Lock leases not yet expired.';
+COMMENT ON COLUMN overview.event_logs_open IS 'Event logs not closed yet.';
+COMMENT ON COLUMN overview.blobs IS 'Stored blob objects.';
+COMMENT ON COLUMN overview.blob_raw_bytes IS 'Total size of the blob objects, uncompressed.';
+COMMENT ON COLUMN overview.blob_stored_bytes IS 'Bytes the current blob chunks take in storage, after compression.';
+COMMENT ON COLUMN overview.blobs_awaiting_gc IS 'Content-addressed blobs no checkpoint or artifact references: maintenance deletes them once past sandbox_persist.blob_gc_grace.';
+COMMENT ON COLUMN overview.uploads_open IS 'Streamed uploads begun and not yet committed or aborted.';
+COMMENT ON COLUMN overview.attention_items IS 'Current watchdog items (see attention_list()).';
+COMMENT ON COLUMN overview.maintenance_last_run IS 'When maintain() last ran; NULL if never.';
+COMMENT ON COLUMN overview.maintenance_last_summary IS 'The counts the last maintain() returned.';
+
+-- sandbox instances
+COMMENT ON FUNCTION instance_get(text) IS
+    'Sandbox instance store get: the instance record stored under instance_key as json, or NULL.';
+COMMENT ON FUNCTION instance_upsert(json) IS
+    'Sandbox instance store put: replaces the whole record given as json {key, provider, providerSandboxId, threadId, updatedAt, latestSnapshotId?, latestRunId?}.';
+COMMENT ON FUNCTION instance_delete(text) IS
+    'Sandbox instance store delete: removes the record of instance_key; true when a row was removed, false (no error) for an unknown key.';
+COMMENT ON FUNCTION instance_gc_candidates(bigint, integer, bigint) IS
+    'Instances unchanged for retention_ms that no unfinished run refers to and whose sandbox:<key> lock is free, oldest first, at most max_rows, as json records the application may destroy and then delete. Deletes nothing.';
+
+-- runs
+COMMENT ON FUNCTION run_create_or_resume(json) IS
+    'Run store createOrResume: inserts {runId, threadId, startedAt, status?} unless the run exists (status defaults to running) and returns the stored run record as json.';
+COMMENT ON FUNCTION run_update(text, json) IS
+    'Run store update: applies a key-presence-aware patch (absent keys kept, null clears) to run_id; refuses a driverEpoch that does not grow (SP201). True when a row changed.';
+COMMENT ON FUNCTION run_get(text) IS
+    'Run store get: the run record of run_id as json, or NULL.';
+COMMENT ON FUNCTION run_find_active_run(text) IS
+    'Run store findActiveRun: the newest running run of thread_id as json, or NULL.';
+COMMENT ON FUNCTION run_list_by_thread(text) IS
+    'Run store listByThread: the runs of thread_id as a json array, by startedAt then insertion order.';
+COMMENT ON FUNCTION run_list_reclaimable(bigint, bigint) IS
+    'Run store listReclaimable: running runs detached at or before caller_now_ms - ttl_ms, oldest first, as a json array.';
+COMMENT ON FUNCTION run_claim(text) IS
+    'Claim step of withRunClaim: bumps driverEpoch of an unfinished run and returns {outcome: claimed, epoch, threadId}, or {outcome: unknown | terminal} with nothing changed. Call it under the run-driver:<runId> lock.';
+
+-- messages
+COMMENT ON FUNCTION message_load_thread(text) IS
+    'Message store loadThread: the transcript of thread_id as the exact JSON array saved, [] when never saved.';
+COMMENT ON FUNCTION message_save_thread(text, json) IS
+    'Message store saveThread: replaces the whole transcript of thread_id with the messages array, kept byte for byte.';
+
+-- interrupts
+COMMENT ON FUNCTION interrupt_create(json) IS
+    'Interrupt store create: inserts a pending interrupt {interruptId, runId, threadId, requestedAt, payload} unless the id exists (never clobbers); true when inserted.';
+COMMENT ON FUNCTION interrupt_resolve(text, json, bigint) IS
+    'Interrupt store resolve: marks interrupt_id resolved with the response (SQL NULL clears it); true when a row changed. now_ms is a test clock.';
+COMMENT ON FUNCTION interrupt_cancel(text, bigint) IS
+    'Interrupt store cancel: marks interrupt_id cancelled, keeping any stored response; true when a row changed. now_ms is a test clock.';
+COMMENT ON FUNCTION interrupt_commit_batch(json, bigint) IS
+    'Interrupt store commitBatch: resolves or cancels every entry of the json array atomically; a duplicate, missing or non-pending id fails the whole batch (SP101-SP103).';
+COMMENT ON FUNCTION interrupt_get(text) IS
+    'Interrupt store get: the interrupt record of interrupt_id as json, or NULL.';
+COMMENT ON FUNCTION interrupt_list(text) IS
+    'Interrupt store list: every interrupt of thread_id as a json array, in request order.';
+COMMENT ON FUNCTION interrupt_list_pending(text) IS
+    'Interrupt store listPending: the pending interrupts of thread_id as a json array, in request order.';
+COMMENT ON FUNCTION interrupt_list_by_run(text) IS
+    'Interrupt store listByRun: every interrupt of run_id as a json array, in request order.';
+COMMENT ON FUNCTION interrupt_list_pending_by_run(text) IS
+    'Interrupt store: the pending interrupts of run_id as a json array, in request order.';
+
+-- metadata
+COMMENT ON FUNCTION metadata_get(text, text) IS
+    'Metadata store get: the JSON value stored under (namespace, meta_key), or NULL.';
+COMMENT ON FUNCTION metadata_set(text, text, json) IS
+    'Metadata store set: stores value (any JSON but null, kept as sent) under (namespace, meta_key), replacing any previous one.';
+COMMENT ON FUNCTION metadata_delete(text, text) IS
+    'Metadata store delete: removes (namespace, meta_key); true when a row was removed.';
+
+-- generation runs
+COMMENT ON FUNCTION generation_run_create_or_resume(json) IS
+    'Generation run store createOrResume: inserts {runId, threadId, activity, provider, model, startedAt, status?} unless the run exists and returns the stored record as json.';
+COMMENT ON FUNCTION generation_run_update(text, json, json) IS
+    'Generation run store update: applies patch to run_id, then clears the fields named in the clear array (so a null result can be stored as a value); true when a row changed.';
+COMMENT ON FUNCTION generation_run_get(text) IS
+    'Generation run store get: the generation run record of run_id as json, or NULL.';
+COMMENT ON FUNCTION generation_run_find_latest_for_thread(text) IS
+    'Generation run store findLatestForThread: the generation run of thread_id with the greatest startedAt (earliest inserted on ties) as json, or NULL.';
+
+-- artifacts
+COMMENT ON FUNCTION artifact_save(json) IS
+    'Artifact store save: stores the artifact record {artifactId, runId, threadId, name, mimeType, size, createdAt, blobKey?, sourceUrl?}, replacing any record with that id.';
+COMMENT ON FUNCTION artifact_get(text) IS
+    'Artifact store get: the artifact record of artifact_id as json, or NULL.';
+COMMENT ON FUNCTION artifact_list(text) IS
+    'Artifact store list: the artifacts of run_id as a json array, by createdAt then id.';
+COMMENT ON FUNCTION artifact_list_for_thread(text) IS
+    'Artifact store listForThread: the artifacts of thread_id as a json array, by createdAt then id.';
+COMMENT ON FUNCTION artifact_delete(text) IS
+    'Artifact store delete: removes the record of artifact_id (not its blob); true when a row was removed.';
+COMMENT ON FUNCTION artifact_delete_for_run(text) IS
+    'Artifact store deleteForRun: removes every artifact record of run_id and returns how many.';
+
+-- blobs
+COMMENT ON FUNCTION blob_put(text, bytea, json, bigint) IS
+    'Blob store put: writes body under blob_key with options {contentType?, customMetadata?} and returns the object record as json. A content-addressed key must match the SHA-256 of the bytes (SP301).';
+COMMENT ON FUNCTION blob_get(text, bigint, bigint) IS
+    'Blob store get: one row (record json, body bytea) for blob_key, or none when absent; range_offset and range_length read a slice.';
+COMMENT ON FUNCTION blob_head(text, bigint) IS
+    'Blob store head: the object record of blob_key as json without its bytes, or NULL; refreshes the garbage-collection time of a content-addressed key.';
+COMMENT ON FUNCTION blob_delete(text) IS
+    'Blob store delete: removes blob_key and its chunks; true when an object was removed.';
+COMMENT ON FUNCTION blob_list(text, text, integer) IS
+    'Blob store list: objects whose key starts with prefix, in key order after list_cursor, at most page_limit, as json {objects, truncated, cursor?}.';
+COMMENT ON FUNCTION blob_upload_begin(text, json, bigint) IS
+    'Streamed upload begin: starts an upload to blob_key with options {contentType?, customMetadata?} and returns its upload id.';
+COMMENT ON FUNCTION blob_upload_append(text, bigint, bytea, bigint) IS
+    'Streamed upload append: adds bytes to upload_id; at_offset must equal the bytes received so far (SP303). Returns json {received}.';
+COMMENT ON FUNCTION blob_upload_commit(text, bigint) IS
+    'Streamed upload commit: publishes the uploaded bytes as the object (checking a content address, SP301) and returns its record as json.';
+COMMENT ON FUNCTION blob_upload_abort(text) IS
+    'Streamed upload abort: discards upload_id and its staged bytes, keeping any existing object; true when an upload was removed.';
+
+-- locks
+COMMENT ON FUNCTION lock_acquire(text, bigint, bigint) IS
+    'LockStore acquire: takes lock_key for ttl_ms when free or expired and returns {ownerToken, fence, expiresAt}, or NULL at once when another holder is live.';
+COMMENT ON FUNCTION lock_renew(text, text, bigint, bigint) IS
+    'LockStore renew: extends the lease of lock_key held with owner_token by ttl_ms and returns {expiresAt}, or NULL when the lease is lost.';
+COMMENT ON FUNCTION lock_renew_many(json, bigint, bigint) IS
+    'LockStore renew of many leases [{key, ownerToken}] in one statement, each by ttl_ms; returns json {renewed: [{key, expiresAt}], lost: [key]}.';
+COMMENT ON FUNCTION lock_release(text, text) IS
+    'LockStore release: drops lock_key when owner_token holds it and notifies sandbox_persist_lock with the MD5 of the key; true when released.';
+COMMENT ON FUNCTION lock_check(text, text, bigint, bigint) IS
+    'LockStore check: true while owner_token holds lock_key with that fence and the lease has not expired.';
+COMMENT ON FUNCTION lock_holder(text, bigint) IS
+    'Diagnostics: the lease row of lock_key as json {fence, acquiredAt, expiresAt, expired}, never the owner token; NULL when there is none.';
+
+-- event log
+COMMENT ON FUNCTION event_log_append(text, json, json) IS
+    'Durable event log append: adds the chunks array to the log of run_id; options {producerId, producerSeq, fenceEpoch?} make it idempotent and fenced (SP403, SP404). Returns the sequence numbers given.';
+COMMENT ON FUNCTION event_log_read(text, bigint, integer) IS
+    'Durable event log read: up to max_rows chunks of run_id after after_seq, as json {logId, exists, closed, tail, entries: [{seq, chunk}]}.';
+COMMENT ON FUNCTION event_log_close(text) IS
+    'Durable event log close: marks the log of run_id closed (idempotent) and notifies its readers on sandbox_persist_event_log.';
+COMMENT ON FUNCTION event_log_snapshot(text) IS
+    'Durable event log snapshot: every chunk of run_id as a json array [{seq, chunk}], [] for an unknown run.';
+
+-- maintenance
+COMMENT ON FUNCTION maintain(integer, bigint) IS
+    'One round of safe maintenance, at most max_rows rows per action: collects unreferenced content-addressed blobs, idle uploads, expired locks and old logs and runs, closes finished logs, updates watchdog items. Returns the counts as json.';
+COMMENT ON FUNCTION attention_list() IS
+    'The current watchdog items as a json array [{kind, runId?, firstSeen, lastSeen, detail?}], oldest first.';
+COMMENT ON FUNCTION reaper_heartbeat(text, json, bigint) IS
+    'Records that the application reaper of replica just swept, with an optional summary; the watchdog reports detached runs when no heartbeat is recent.';
+COMMENT ON FUNCTION schedule_maintenance(text, integer) IS
+    'Administration: registers maintain(max_rows) as the pg_cron job sandbox_persist_maintenance on the given cron schedule and returns its job id. Runs as its caller; needs pg_cron in this database.';
+COMMENT ON FUNCTION unschedule_maintenance() IS
+    'Administration: removes the pg_cron job sandbox_persist_maintenance; false when there was none.';
+
+-- checkpoints
+COMMENT ON FUNCTION checkpoint_acquire_writer(text, bigint, bigint) IS
+    'Checkpoint store: takes the single writer lease of thread_id for lease_ms (default: the writer_lease_duration setting) and returns the writer {threadId, ownerToken, fence, expiresAt}; SP005 while another lease is live.';
+COMMENT ON FUNCTION checkpoint_renew_writer(json, bigint, bigint) IS
+    'Checkpoint store: extends the lease of writer by lease_ms and returns {expiresAt}; SP006 once it is lost.';
+COMMENT ON FUNCTION checkpoint_release_writer(json) IS
+    'Checkpoint store: releases the lease of writer; false (no error) when it is not the holder.';
+COMMENT ON FUNCTION checkpoint_append(json, json, bigint) IS
+    'Checkpoint store append: adds input.checkpoint after input.expectedHeadId under the held writer lease, capturing the conversation array; returns json {headId}. Refuses a stale head, a parent mismatch or a duplicate id (SP001-SP003).';
+COMMENT ON FUNCTION checkpoint_delete_head(json, bigint) IS
+    'Checkpoint store deleteHead: removes the head checkpoint named by input {threadId, checkpointId, writer}, making its parent the head; SP004 when it is not the head.';
+COMMENT ON FUNCTION checkpoint_get(text) IS
+    'Checkpoint store get: the checkpoint of checkpoint_id as json, or NULL.';
+COMMENT ON FUNCTION checkpoint_list(text) IS
+    'Checkpoint store list: the checkpoints of thread_id as a json array, by createdAt then id.';
+COMMENT ON FUNCTION checkpoint_get_head(text) IS
+    'Checkpoint store getHead: the id of the head checkpoint of thread_id, or NULL.';
+COMMENT ON FUNCTION checkpoint_list_blob_references() IS
+    'Checkpoint store: every blob key checkpoints reference with its count, as a json array [{key, references}], read in one snapshot.';
+COMMENT ON FUNCTION checkpoint_fork_from_checkpoint(json, bigint) IS
+    'Checkpoint store forkFromCheckpoint: copies a source checkpoint and its conversation into an empty destination thread as a new root, under the destination writer lease; returns json {checkpoint}.';
+
+-- administration and internals
+COMMENT ON FUNCTION grant_app_role(regrole) IS
+    'Administration: grants app_role USAGE on the schema and EXECUTE on every store function (never the administration ones). Run again after an upgrade adds functions.';
+COMMENT ON FUNCTION _reset_for_tests() IS
+    'Internal, tests only: empties every store. Refused (SP902) unless a superuser set sandbox_persist.allow_test_reset.';
+COMMENT ON FUNCTION _watchdog_items(bigint, bigint, bigint, bigint) IS
+    'Internal, for maintain(): the watchdog items current at now_ms (kind, run_id, detail), judged with the reaper TTL, sweep interval and idle time given. Reports only, never acts.';
+COMMENT ON FUNCTION _reaper_ttl_ms() IS
+    'Internal, for the overview view: the sandbox_persist.reaper_ttl setting in milliseconds (0 = unknown).';
 
 -- Sections are added above this line, one per change, each opened by a
 -- comment block that says what it changes and why.

@@ -74,27 +74,12 @@ BlobCheckKeyArg(FunctionCallInfo fcinfo, int argno)
 	return CheckIdArg(fcinfo, argno, "blob_key", SP_KEY_MAX_BYTES);
 }
 
-/* True for sandbox-files/sha256/<hex> and sandbox-artifacts/sha256/<hex> keys. */
+/* True for a content-addressed key of either kind (contract.h). */
 bool
 BlobIsContentAddressed(const char *key)
 {
-	static const char *const prefixes[] = {"sandbox-files/sha256/", "sandbox-artifacts/sha256/"};
-
-	for (int i = 0; i < lengthof(prefixes); i++)
-	{
-		size_t		plen = strlen(prefixes[i]);
-		const char *p;
-
-		if (strncmp(key, prefixes[i], plen) != 0 ||
-			strlen(key) != plen + BLOB_SHA256_HEX_LEN)
-			continue;
-		for (p = key + plen; *p; p++)
-			if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-				break;
-		if (*p == '\0')
-			return true;
-	}
-	return false;
+	return SpIsContentKey(key, SP_CONTENT_FILES_PREFIX) ||
+		SpIsContentKey(key, SP_CONTENT_ARTIFACTS_PREFIX);
 }
 
 /* Read put/upload options; absent or SQL NULL options mean none. */
@@ -155,14 +140,14 @@ BlobHashStart(void)
 void
 BlobHashCheck(pg_cryptohash_ctx *ctx, const char *key)
 {
-	uint8		digest[32];
-	char		hex[BLOB_SHA256_HEX_LEN + 1];
-	const char *expected = key + strlen(key) - BLOB_SHA256_HEX_LEN;
+	uint8		digest[SP_CONTENT_HASH_HEX_LEN / 2];
+	char		hex[SP_CONTENT_HASH_HEX_LEN + 1];
+	const char *expected = key + strlen(key) - SP_CONTENT_HASH_HEX_LEN;
 
 	if (pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
 		elog(ERROR, "could not finish a SHA-256 hash");
 	pg_cryptohash_free(ctx);
-	for (int i = 0; i < 32; i++)
+	for (int i = 0; i < sizeof(digest); i++)
 		sprintf(hex + 2 * i, "%02x", digest[i]);
 	if (strcmp(hex, expected) != 0)
 		sp_error(SP_BLOB_CONTENT_HASH_MISMATCH,

@@ -18,7 +18,6 @@
 
 #define BLOB_CODEC_RAW 0
 #define BLOB_CODEC_ZSTD 1
-#define BLOB_SHA256_HEX_LEN 64
 
 /* Largest value of sandbox_persist.blob_chunk_size (a chunk, and an upload's tail). */
 #define BLOB_CHUNK_SIZE_MAX (16 * 1024 * 1024)

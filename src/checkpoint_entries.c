@@ -16,8 +16,6 @@
 #include "sandbox_persist.h"
 #include "checkpoints.h"
 
-#define CKPT_HEX_KEY_LEN 64
-
 /* One file or directory entry, kept for the ancestor check. */
 typedef struct CkptPath
 {
@@ -64,20 +62,6 @@ CkptEntrySize(const SpJson *node, const char *what, int index)
 	if (SpJsonGetInt(node, &v) != SPI_OK || v < 0)
 		CkptEntryError(what, index, "size must be a safe integer >= 0");
 	return v;
-}
-
-/* True when key is "<prefix><64 lowercase hex digits>". */
-static bool
-CkptIsContentKey(const char *key, const char *prefix)
-{
-	size_t		plen = strlen(prefix);
-
-	if (strncmp(key, prefix, plen) != 0 || strlen(key) != plen + CKPT_HEX_KEY_LEN)
-		return false;
-	for (const char *p = key + plen; *p; p++)
-		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-			return false;
-	return true;
 }
 
 /* Make room for `more` blob keys in out->keys. */
@@ -204,9 +188,10 @@ CkptValidateFiles(const SpJson *files, CkptEntries *out)
 			char	   *key = CkptEntryString(m[2], "files", i, "blobKey", false);
 			int64		size;
 
-			if (!CkptIsContentKey(key, "sandbox-files/sha256/"))
+			if (!SpIsContentKey(key, SP_CONTENT_FILES_PREFIX))
 				CkptEntryError("files", i,
-							   "blobKey must be sandbox-files/sha256/<64 lowercase hex digits>");
+							   "blobKey must be " SP_CONTENT_FILES_PREFIX "<"
+							   SP_STRINGIFY(SP_CONTENT_HASH_HEX_LEN) " lowercase hex digits>");
 			size = CkptEntrySize(m[3], "files", i);
 			SpAppendKey(&out->files, &first, "blobKey");
 			SpAppendString(&out->files, key);
@@ -269,9 +254,10 @@ CkptValidateArtifacts(const SpJson *artifacts, CkptEntries *out)
 		SpAppendKey(&out->artifacts, &first, "size");
 		SpAppendInt64(&out->artifacts, CkptEntrySize(m[3], "artifacts", i));
 		key = CkptEntryString(m[4], "artifacts", i, "blobKey", false);
-		if (!CkptIsContentKey(key, "sandbox-artifacts/sha256/"))
+		if (!SpIsContentKey(key, SP_CONTENT_ARTIFACTS_PREFIX))
 			CkptEntryError("artifacts", i,
-						   "blobKey must be sandbox-artifacts/sha256/<64 lowercase hex digits>");
+						   "blobKey must be " SP_CONTENT_ARTIFACTS_PREFIX "<"
+						   SP_STRINGIFY(SP_CONTENT_HASH_HEX_LEN) " lowercase hex digits>");
 		SpAppendKey(&out->artifacts, &first, "blobKey");
 		SpAppendString(&out->artifacts, key);
 		if (m[5] == NULL || m[5]->kind != SPJ_NUMBER || !SpJsonGetDouble(m[5], &created))

@@ -19,7 +19,7 @@ PG_FUNCTION_INFO_V1(run_claim);
 
 static SpQuery claim_bump = {
 	"UPDATE sandbox_persist.runs SET driver_epoch = coalesce(driver_epoch, 0) + 1, changed_at = $2"
-	" WHERE run_id = $1 AND status IN ('running', 'interrupted')"
+	" WHERE run_id = $1 AND status IN " SP_SQL_RUN_UNFINISHED
 	" RETURNING driver_epoch, thread_id",
 	2, {TEXTOID, INT8OID}
 };

@@ -1,9 +1,10 @@
 /*
  * errors.c
  *
- * The error table of docs/contract/README.md §4.2: every contract error code,
- * its SQLSTATE in the implementation-defined class SP, and its name. Defined
- * in full from the first version so later stores only use it. No locking.
+ * The error table of docs/contract/README.md §4.2 (SP_ERROR_TABLE in
+ * errors.h: every contract error code, its SQLSTATE in the
+ * implementation-defined class SP, and its name) expanded into a lookup
+ * array, and the errcode/errdetail helpers that use it. No locking.
  */
 #include "postgres.h"
 
@@ -17,34 +18,11 @@ typedef struct SpErrorEntry
 	const char *name;
 } SpErrorEntry;
 
-/* Indexed by SpErrorCode; the order must match errors.h. */
+#define SP_ERROR_ENTRY(id, sqlstate, name) {sqlstate, name},
+
+/* Indexed by SpErrorCode: both are expanded from SP_ERROR_TABLE. */
 static const SpErrorEntry sp_errors[SP_ERROR_CODE_COUNT] = {
-	{"SP001", "SANDBOX_SNAPSHOT_STALE_HEAD"},
-	{"SP002", "SANDBOX_SNAPSHOT_PARENT_MISMATCH"},
-	{"SP003", "SANDBOX_SNAPSHOT_DUPLICATE_ID"},
-	{"SP004", "SANDBOX_SNAPSHOT_NOT_HEAD"},
-	{"SP005", "SANDBOX_SNAPSHOT_WRITER_CONFLICT"},
-	{"SP006", "SANDBOX_SNAPSHOT_WRITER_LOST"},
-	{"SP007", "SANDBOX_SNAPSHOT_INVALID_ID"},
-	{"SP008", "SANDBOX_SNAPSHOT_INVALID_ENTRY"},
-	{"SP009", "SANDBOX_SNAPSHOT_FORK_SOURCE_NOT_FOUND"},
-	{"SP010", "SANDBOX_SNAPSHOT_FORK_SOURCE_THREAD_MISMATCH"},
-	{"SP011", "SANDBOX_SNAPSHOT_FORK_DESTINATION_NOT_EMPTY"},
-	{"SP012", "SANDBOX_SNAPSHOT_CHECKPOINT_NOT_FOUND"},
-	{"SP013", "SANDBOX_SNAPSHOT_ATOMIC_FORK_REQUIRED"},
-	{"SP101", "INTERRUPT_BATCH_DUPLICATE_ID"},
-	{"SP102", "INTERRUPT_BATCH_MISSING_ID"},
-	{"SP103", "INTERRUPT_BATCH_NON_PENDING_ID"},
-	{"SP201", "RUN_EPOCH_NOT_INCREASING"},
-	{"SP301", "BLOB_CONTENT_HASH_MISMATCH"},
-	{"SP302", "BLOB_UPLOAD_NOT_FOUND"},
-	{"SP303", "BLOB_UPLOAD_OFFSET_MISMATCH"},
-	{"SP401", "EVENT_LOG_NOT_FOUND"},
-	{"SP402", "EVENT_LOG_OFFSET_OUT_OF_RANGE"},
-	{"SP403", "EVENT_LOG_PRODUCER_SEQ_CONFLICT"},
-	{"SP404", "EVENT_LOG_FENCE_STALE"},
-	{"SP901", "CLIENT_CLOCK_NOT_ALLOWED"},
-	{"SP902", "TEST_RESET_NOT_ALLOWED"},
+	SP_ERROR_TABLE(SP_ERROR_ENTRY)
 };
 
 /* SQLSTATE of a contract code, encoded for errcode(). */

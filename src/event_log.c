@@ -112,7 +112,7 @@ LogNotify(int64 log_id)
 	char		payload[32];
 
 	snprintf(payload, sizeof(payload), INT64_FORMAT, log_id);
-	Async_Notify("sandbox_persist_event_log", payload);
+	Async_Notify(SP_CHANNEL_EVENT_LOG, payload);
 }
 
 /* Append "[a,b,...]" of consecutive sequence numbers first..first+n-1. */
@@ -272,7 +272,7 @@ event_log_append(PG_FUNCTION_ARGS)
 		if (SpExec(&log_run_status, &args, false, 1) == 1)
 			status = SpGetText(0, 1);
 		reopen = status != NULL &&
-			(strcmp(status, "running") == 0 || strcmp(status, "interrupted") == 0);
+			(strcmp(status, SP_RUN_RUNNING) == 0 || strcmp(status, SP_RUN_INTERRUPTED) == 0);
 	}
 
 	first_seq = tail + 1;

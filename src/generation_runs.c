@@ -183,7 +183,7 @@ generation_run_create_or_resume(PG_FUNCTION_ARGS)
 	SpArgText(&args, CheckStringJson(f[2], "activity"));
 	SpArgText(&args, CheckStringJson(f[3], "provider"));
 	SpArgText(&args, CheckStringJson(f[4], "model"));
-	SpArgText(&args, f[6] == NULL ? "running" : CheckRunStatusJson(f[6], "status"));
+	SpArgText(&args, f[6] == NULL ? SP_RUN_RUNNING : CheckRunStatusJson(f[6], "status"));
 	SpArgInt64(&args, CheckIntJson(f[5], "startedAt", -SP_MAX_SAFE_INTEGER));
 
 	return SpCreateOrResume(fcinfo, &generation_run_insert, &args, &generation_run_select,

@@ -36,10 +36,11 @@ static SpQuery instance_candidates = {
 	"SELECT " INSTANCE_COLUMNS " FROM sandbox_persist.instances i"
 	" WHERE i.updated_at < $1"
 	"   AND NOT EXISTS (SELECT 1 FROM sandbox_persist.runs r"
-	"                   WHERE r.status IN ('running', 'interrupted')"
+	"                   WHERE r.status IN " SP_SQL_RUN_UNFINISHED
 	"                     AND (r.sandbox_key = i.instance_key OR r.run_id = i.latest_run_id))"
 	"   AND NOT EXISTS (SELECT 1 FROM sandbox_persist.locks l"
-	"                   WHERE l.lock_key = 'sandbox:' || i.instance_key AND l.expires_at > $2)"
+	"                   WHERE l.lock_key = " SP_SQL_Q(SP_LOCK_SANDBOX_PREFIX) " || i.instance_key"
+	"                     AND l.expires_at > $2)"
 	" ORDER BY i.updated_at, i.instance_key LIMIT $3",
 	3, {INT8OID, INT8OID, INT8OID}
 };

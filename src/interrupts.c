@@ -39,20 +39,20 @@ PG_FUNCTION_INFO_V1(interrupt_list_pending_by_run);
 static SpQuery interrupt_insert = {
 	"INSERT INTO sandbox_persist.interrupts (interrupt_id, run_id, thread_id, status,"
 	" requested_at, payload, response)"
-	" VALUES ($1, $2, $3, 'pending', $4, $5, $6) ON CONFLICT (interrupt_id) DO NOTHING",
+	" VALUES ($1, $2, $3, " SP_SQL_INTERRUPT_PENDING ", $4, $5, $6) ON CONFLICT (interrupt_id) DO NOTHING",
 	6, {TEXTOID, TEXTOID, TEXTOID, INT8OID, JSONOID, JSONOID}
 };
 
 /* resolve: a SQL NULL response clears the stored one. */
 static SpQuery interrupt_resolve_stmt = {
-	"UPDATE sandbox_persist.interrupts SET status = 'resolved', resolved_at = $2,"
+	"UPDATE sandbox_persist.interrupts SET status = " SP_SQL_INTERRUPT_RESOLVED ", resolved_at = $2,"
 	" response = $3 WHERE interrupt_id = $1",
 	3, {TEXTOID, INT8OID, JSONOID}
 };
 
 /* cancel: the stored response is left alone. */
 static SpQuery interrupt_cancel_stmt = {
-	"UPDATE sandbox_persist.interrupts SET status = 'cancelled', resolved_at = $2"
+	"UPDATE sandbox_persist.interrupts SET status = " SP_SQL_INTERRUPT_CANCELLED ", resolved_at = $2"
 	" WHERE interrupt_id = $1",
 	2, {TEXTOID, INT8OID}
 };
@@ -77,7 +77,7 @@ static SpQuery interrupt_by_thread = {
 
 static SpQuery interrupt_pending_by_thread = {
 	"SELECT " INTERRUPT_COLUMNS " FROM sandbox_persist.interrupts"
-	" WHERE thread_id = $1 AND status = 'pending' ORDER BY requested_at, seq",
+	" WHERE thread_id = $1 AND status = " SP_SQL_INTERRUPT_PENDING " ORDER BY requested_at, seq",
 	1, {TEXTOID}
 };
 
@@ -89,7 +89,7 @@ static SpQuery interrupt_by_run = {
 
 static SpQuery interrupt_pending_by_run = {
 	"SELECT " INTERRUPT_COLUMNS " FROM sandbox_persist.interrupts"
-	" WHERE run_id = $1 AND status = 'pending' ORDER BY requested_at, seq",
+	" WHERE run_id = $1 AND status = " SP_SQL_INTERRUPT_PENDING " ORDER BY requested_at, seq",
 	1, {TEXTOID}
 };
 
@@ -193,15 +193,15 @@ InterruptParseBatch(const SpJson *entries)
 					  ERRCODE_INVALID_PARAMETER_VALUE, -1);
 		out[i].id = CheckIdJson(f[0], "interruptId", SP_ID_MAX_BYTES);
 		status = CheckStringJson(f[1], "status");
-		if (strcmp(status, "resolved") == 0)
+		if (strcmp(status, SP_INTERRUPT_RESOLVED) == 0)
 			out[i].resolved = true;
-		else if (strcmp(status, "cancelled") == 0)
+		else if (strcmp(status, SP_INTERRUPT_CANCELLED) == 0)
 			out[i].resolved = false;
 		else
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("unknown interrupt batch entry status \"%s\"", status),
-					 errdetail("A batch entry status is resolved or cancelled.")));
+					 errdetail("A batch entry status is " SP_INTERRUPT_RESOLVED " or " SP_INTERRUPT_CANCELLED ".")));
 		if (!out[i].resolved && f[2] != NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -377,7 +377,7 @@ interrupt_commit_batch(PG_FUNCTION_ARGS)
 			sp_error(SP_INTERRUPT_BATCH_MISSING_ID,
 					 ("interrupt batch references a missing id"),
 					 "Interrupt batch references missing id: %s.", batch[i].id);
-		if (strcmp(row->status, "pending") != 0)
+		if (strcmp(row->status, SP_INTERRUPT_PENDING) != 0)
 			sp_error(SP_INTERRUPT_BATCH_NON_PENDING_ID,
 					 ("interrupt batch references a non-pending id"),
 					 "Interrupt batch references non-pending id: %s.", batch[i].id);

@@ -414,7 +414,7 @@ lock_release(PG_FUNCTION_ARGS)
 
 		if (!pg_md5_hash(key, strlen(key), hex, &errstr))
 			elog(ERROR, "could not hash the lock key: %s", errstr);
-		Async_Notify("sandbox_persist_lock", hex);
+		Async_Notify(SP_CHANNEL_LOCK, hex);
 	}
 	PG_RETURN_BOOL(released);
 }

@@ -37,9 +37,6 @@ PG_FUNCTION_INFO_V1(attention_list);
 PG_FUNCTION_INFO_V1(reaper_heartbeat);
 PG_FUNCTION_INFO_V1(_reaper_ttl_ms);
 
-#define SP_CONTENT_KEY_PATTERN "'^sandbox-(files|artifacts)/sha256/[0-9a-f]{64}$'"
-#define SP_TERMINAL "('completed', 'failed', 'aborted')"
-
 /*
  * A1: candidates ($1 rows, cutoff $2) are locked first; the delete re-checks
  * in a fresh snapshot.
@@ -47,7 +44,7 @@ PG_FUNCTION_INFO_V1(_reaper_ttl_ms);
 static SpQuery maint_blob_candidates = {
 	"WITH c AS (SELECT b.blob_key FROM sandbox_persist.blobs b"
 	"  WHERE b.relied_on_at IS NOT NULL AND b.relied_on_at < $2"
-	"    AND b.blob_key ~ " SP_CONTENT_KEY_PATTERN
+	"    AND b.blob_key ~ " SP_SQL_CONTENT_KEY_REGEX
 	"    AND NOT EXISTS (SELECT 1 FROM sandbox_persist.checkpoint_blob_refs r WHERE r.blob_key = b.blob_key)"
 	"    AND NOT EXISTS (SELECT 1 FROM sandbox_persist.artifacts a WHERE a.blob_key = b.blob_key)"
 	"  ORDER BY b.relied_on_at LIMIT $1 FOR UPDATE SKIP LOCKED)"
@@ -91,7 +88,7 @@ static SpQuery maint_locks = {
 static SpQuery maint_close_logs = {
 	"WITH c AS (SELECT l.log_id FROM sandbox_persist.event_logs l"
 	"  JOIN sandbox_persist.runs r ON r.run_id = l.run_id"
-	"  WHERE l.closed_at IS NULL AND r.status IN " SP_TERMINAL
+	"  WHERE l.closed_at IS NULL AND r.status IN " SP_SQL_RUN_TERMINAL
 	"    AND l.last_append_at < $1 AND r.changed_at < $1"
 	"  ORDER BY l.log_id LIMIT $2 FOR UPDATE OF l SKIP LOCKED)"
 	" UPDATE sandbox_persist.event_logs l SET closed_at = $3 FROM c"
@@ -111,14 +108,16 @@ static SpQuery maint_lost_logs = {
 	"WITH c AS (SELECT l.log_id, l.run_id, l.tail_seq FROM sandbox_persist.event_logs l"
 	"  WHERE l.closed_at IS NULL AND l.last_append_at < $1"
 	"    AND NOT EXISTS (SELECT 1 FROM sandbox_persist.runs r"
-	"                    WHERE r.run_id = l.run_id AND r.status <> 'running')"
+	"                    WHERE r.run_id = l.run_id AND r.status <> " SP_SQL_RUN_RUNNING ")"
 	"    AND NOT EXISTS (SELECT 1 FROM sandbox_persist.locks k"
-	"                    WHERE k.lock_key = 'run-driver:' || l.run_id AND k.expires_at > $3)"
+	"                    WHERE k.lock_key = " SP_SQL_Q(SP_LOCK_RUN_DRIVER_PREFIX) " || l.run_id"
+	"                      AND k.expires_at > $3)"
 	"  ORDER BY l.log_id LIMIT $2 FOR UPDATE OF l SKIP LOCKED),"
 	" e AS (INSERT INTO sandbox_persist.event_log_entries (log_id, seq, chunk)"
-	"  SELECT c.log_id, c.tail_seq + 1, pg_catalog.json_build_object('type', 'RUN_ERROR',"
-	"    'runId', c.run_id, 'timestamp', $3, 'message', $4, 'code', 'PRODUCER_LOST',"
-	"    'error', pg_catalog.json_build_object('message', $4, 'code', 'PRODUCER_LOST')) FROM c)"
+	"  SELECT c.log_id, c.tail_seq + 1, pg_catalog.json_build_object('type', " SP_SQL_Q(SP_CHUNK_RUN_ERROR) ","
+	"    'runId', c.run_id, 'timestamp', $3, 'message', $4, 'code', " SP_SQL_Q(SP_PRODUCER_LOST_CODE) ","
+	"    'error', pg_catalog.json_build_object('message', $4, 'code', "
+	SP_SQL_Q(SP_PRODUCER_LOST_CODE) ")) FROM c)"
 	" UPDATE sandbox_persist.event_logs l SET tail_seq = c.tail_seq + 1, closed_at = $3"
 	"   FROM c WHERE l.log_id = c.log_id RETURNING l.log_id",
 	4, {INT8OID, INT8OID, INT8OID, TEXTOID}
@@ -142,7 +141,7 @@ static SpQuery maint_delete_logs = {
  * first; the delete re-checks everything in a fresh snapshot.
  */
 #define MAINT_RUN_DELETABLE \
-	"r.status IN " SP_TERMINAL " AND r.changed_at < $2" \
+	"r.status IN " SP_SQL_RUN_TERMINAL " AND r.changed_at < $2" \
 	" AND NOT EXISTS (SELECT 1 FROM sandbox_persist.instances i" \
 	"                 WHERE i.instance_key = r.sandbox_key OR i.latest_run_id = r.run_id)" \
 	" AND NOT EXISTS (SELECT 1 FROM sandbox_persist.event_logs e" \
@@ -168,7 +167,7 @@ static SpQuery maint_run_delete = {
  */
 static SpQuery maint_detached = {
 	"SELECT count(*), count(*) FILTER (WHERE $2 > 0 AND detached_since <= $1)"
-	" FROM sandbox_persist.runs WHERE status = 'running' AND detached_since IS NOT NULL",
+	" FROM sandbox_persist.runs WHERE status = " SP_SQL_RUN_RUNNING " AND detached_since IS NOT NULL",
 	2, {INT8OID, INT8OID}
 };
 
@@ -284,7 +283,7 @@ MaintNotifyLogs(int n)
 
 		SpGetInt64(i, 1, &log_id);
 		snprintf(payload, sizeof(payload), INT64_FORMAT, log_id);
-		Async_Notify("sandbox_persist_event_log", payload);
+		Async_Notify(SP_CHANNEL_EVENT_LOG, payload);
 	}
 }
 
@@ -367,7 +366,7 @@ MaintWatchdog(int64 now, int64 max_rows)
 		appendStringInfoChar(&payload, '}');
 		/* a notification payload must stay under 8000 bytes */
 		if (payload.len < 7900)
-			Async_Notify("sandbox_persist_attention", payload.data);
+			Async_Notify(SP_CHANNEL_ATTENTION, payload.data);
 	}
 	return n;
 }
@@ -433,7 +432,7 @@ maintain(PG_FUNCTION_ARGS)
 
 		snprintf(payload, sizeof(payload), "{\"detached\": " INT64_FORMAT ", \"due\": " INT64_FORMAT "}",
 				 detached, due);
-		Async_Notify("sandbox_persist_reaper", payload);
+		Async_Notify(SP_CHANNEL_REAPER, payload);
 	}
 
 	fresh = MaintWatchdog(now, max_rows);

@@ -68,7 +68,7 @@ static SpQuery run_patch = {
 
 static SpQuery run_active = {
 	"SELECT " RUN_COLUMNS " FROM sandbox_persist.runs"
-	" WHERE thread_id = $1 AND status = 'running'"
+	" WHERE thread_id = $1 AND status = " SP_SQL_RUN_RUNNING
 	" ORDER BY started_at DESC, seq ASC LIMIT 1",
 	1, {TEXTOID}
 };
@@ -81,7 +81,7 @@ static SpQuery run_by_thread = {
 
 static SpQuery run_reclaimable = {
 	"SELECT " RUN_COLUMNS " FROM sandbox_persist.runs"
-	" WHERE status = 'running' AND detached_since IS NOT NULL AND detached_since <= $1"
+	" WHERE status = " SP_SQL_RUN_RUNNING " AND detached_since IS NOT NULL AND detached_since <= $1"
 	" ORDER BY detached_since, seq",
 	1, {INT8OID}
 };
@@ -164,7 +164,7 @@ run_create_or_resume(PG_FUNCTION_ARGS)
 	SpArgsInit(&args);
 	SpArgText(&args, run_id);
 	SpArgText(&args, CheckIdJson(f[1], "threadId", SP_ID_MAX_BYTES));
-	SpArgText(&args, f[3] == NULL ? "running" : CheckRunStatusJson(f[3], "status"));
+	SpArgText(&args, f[3] == NULL ? SP_RUN_RUNNING : CheckRunStatusJson(f[3], "status"));
 	SpArgInt64(&args, CheckIntJson(f[2], "startedAt", -SP_MAX_SAFE_INTEGER));
 	SpArgInt64(&args, SpNowMs(fcinfo, -1));
 

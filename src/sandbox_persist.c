@@ -43,9 +43,10 @@ static const struct config_enum_entry sp_reopen_options[] = {
 
 /* Define one time setting in seconds (0 allowed where it means "off"). */
 static void
-SpDefineSeconds(const char *name, const char *desc, int *var, int boot, int min)
+SpDefineSeconds(const char *name, const char *desc, const char *long_desc, int *var, int boot,
+				int min)
 {
-	DefineCustomIntVariable(name, desc, NULL, var, boot, min, INT_MAX,
+	DefineCustomIntVariable(name, desc, long_desc, var, boot, min, INT_MAX,
 							PGC_SUSET, GUC_UNIT_S, NULL, NULL, NULL);
 }
 
@@ -64,14 +65,15 @@ _PG_init(void)
 							 NULL, NULL, NULL);
 	DefineCustomBoolVariable("sandbox_persist.allow_test_reset",
 							 "Enable sandbox_persist._reset_for_tests().",
-							 NULL,
+							 "That function empties every store, so this stays off outside test databases.",
 							 &sp_allow_test_reset,
 							 false,
 							 PGC_SUSET, 0,
 							 NULL, NULL, NULL);
 	DefineCustomIntVariable("sandbox_persist.writer_lease_duration",
 							"Checkpoint writer lease duration used when lease_ms is not given.",
-							NULL,
+							"checkpoint_acquire_writer and checkpoint_renew_writer take it when their lease_ms"
+							" argument is NULL; a writer that does not renew within it loses the thread.",
 							&sp_writer_lease_ms,
 							120000, 1, INT_MAX,
 							PGC_SUSET, GUC_UNIT_MS,
@@ -85,7 +87,8 @@ _PG_init(void)
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("sandbox_persist.zstd_level",
 							"zstd compression level for blob chunks.",
-							NULL,
+							"1 is the fastest; higher levels, up to 19, shrink text further at a CPU cost"
+							" on write only. Affects new writes only.",
 							&sp_zstd_level,
 							3, 1, 19,
 							PGC_SUSET, 0,
@@ -107,37 +110,58 @@ _PG_init(void)
 							NULL, NULL, NULL);
 	SpDefineSeconds("sandbox_persist.upload_expiry",
 					"Streamed uploads idle longer than this are removed by maintenance.",
+					"Their staged bytes are deleted; a later append or commit of the upload fails"
+					" with BLOB_UPLOAD_NOT_FOUND and the object keeps its previous version.",
 					&sp_upload_expiry_s, 24 * 60 * 60, 60);
 	SpDefineSeconds("sandbox_persist.lock_purge_after",
 					"Lock rows expired longer than this are deleted by maintenance.",
+					"Only housekeeping: an expired lease is already free to take, and fences come"
+					" from one sequence, so they keep growing after a purge.",
 					&sp_lock_purge_after_s, 60 * 60, 0);
 	SpDefineSeconds("sandbox_persist.event_log_close_grace",
 					"Idle time before maintenance closes the open log of a terminal run.",
+					"A log whose run is completed, failed or aborted and that received no append"
+					" for this long is closed, which ends the streams of its readers.",
 					&sp_event_log_close_grace_s, 10 * 60, 0);
 	SpDefineSeconds("sandbox_persist.event_log_idle_close",
 					"Idle time after which maintenance ends the open log of a run whose producer is gone; 0 = never.",
+					"The producer is taken as gone when the run is unrecorded or running, nothing was"
+					" appended for this long and no run-driver lock is held: maintenance appends a"
+					" RUN_ERROR chunk with code PRODUCER_LOST and closes the log.",
 					&sp_event_log_idle_close_s, 10 * 60, 0);
 	SpDefineSeconds("sandbox_persist.event_log_retention",
 					"Closed event logs older than this are deleted by maintenance; 0 keeps them.",
+					"Counted from the close; the entries and the producer ledger of the log are"
+					" deleted with it.",
 					&sp_event_log_retention_s, 30 * 24 * 60 * 60, 0);
 	DefineCustomEnumVariable("sandbox_persist.event_log_reopen_on_append",
 							 "Whether an append after close reopens the log of a running or interrupted run.",
-							 NULL,
+							 "off: an append after close is stored and counted, and the log stays closed."
+							 " if_run_active: it also reopens the log when its run is running or interrupted.",
 							 &sp_event_log_reopen,
 							 SP_REOPEN_OFF, sp_reopen_options,
 							 PGC_SUSET, 0,
 							 NULL, NULL, NULL);
 	SpDefineSeconds("sandbox_persist.run_retention",
 					"Terminal runs unchanged this long may be deleted by maintenance; 0 keeps them.",
+					"A completed, failed or aborted run is deleted only when no sandbox instance"
+					" refers to it and its event log, if any, is closed.",
 					&sp_run_retention_s, 0, 0);
 	SpDefineSeconds("sandbox_persist.reaper_ttl",
 					"The application's detached-run TTL, for the reaper wake-up and watchdog; 0 = unknown.",
+					"Set it to the TTL the application's reaper uses: the overview then counts runs"
+					" detached for longer, and the watchdog reports a reaper that lets them pile up.",
 					&sp_reaper_ttl_s, 0, 0);
 	SpDefineSeconds("sandbox_persist.reaper_sweep_interval",
 					"The application's reaper sweep interval, for the watchdog; 0 = unknown.",
+					"With it the watchdog reports a missing reaper: detached runs exist and no"
+					" reaper_heartbeat arrived within two sweeps.",
 					&sp_reaper_sweep_interval_s, 0, 0);
 	SpDefineSeconds("sandbox_persist.watchdog_idle",
 					"Idle time after which the watchdog reports invisible runs and stuck cancels.",
+					"An attached running run unchanged this long, with no append to its log and no"
+					" run-driver lock held, is invisible; a running run with a cancel requested and"
+					" unchanged this long is a stuck cancel.",
 					&sp_watchdog_idle_s, 10 * 60, 1);
 	MarkGUCPrefixReserved("sandbox_persist");
 }

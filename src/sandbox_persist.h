@@ -15,6 +15,7 @@
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 
+#include "contract.h"
 #include "errors.h"
 
 /* Largest integer a JavaScript number represents exactly: 2^53 - 1. */
@@ -132,6 +133,7 @@ extern Datum SpJsonResult(StringInfo buf);
 
 /* ---- validation (validate.c) ---- */
 extern bool SpIsUuid(const char *s);
+extern bool SpIsContentKey(const char *key, const char *prefix);
 extern char *CheckIdArg(FunctionCallInfo fcinfo, int argno, const char *name, int maxbytes);
 extern SpJson *CheckJsonArg(FunctionCallInfo fcinfo, int argno, const char *name);
 extern SpJson *CheckJsonObjectArg(FunctionCallInfo fcinfo, int argno, const char *name);

@@ -77,6 +77,24 @@ SpIsUuid(const char *s)
 	return true;
 }
 
+/*
+ * True when key is prefix followed by exactly SP_CONTENT_HASH_HEX_LEN digits
+ * of SP_CONTENT_HEX_DIGITS: the content-address rule of contract.h, the one
+ * implementation that blobs, checkpoint entries and artifacts share.
+ */
+bool
+SpIsContentKey(const char *key, const char *prefix)
+{
+	size_t		plen = strlen(prefix);
+
+	if (strncmp(key, prefix, plen) != 0 || strlen(key) != plen + SP_CONTENT_HASH_HEX_LEN)
+		return false;
+	for (const char *p = key + plen; *p; p++)
+		if (strchr(SP_CONTENT_HEX_DIGITS, *p) == NULL)
+			return false;
+	return true;
+}
+
 /* Read a required json argument into a tree. */
 SpJson *
 CheckJsonArg(FunctionCallInfo fcinfo, int argno, const char *name)
@@ -216,9 +234,7 @@ CheckIntJson(const SpJson *node, const char *field, int64 minval)
 const char *
 CheckRunStatusJson(const SpJson *node, const char *field)
 {
-	static const char *const statuses[] = {
-		"running", "interrupted", "completed", "failed", "aborted"
-	};
+	static const char *const statuses[] = {SP_RUN_STATUSES};
 	char	   *s = CheckStringJson(node, field);
 
 	for (int i = 0; i < lengthof(statuses); i++)
@@ -227,7 +243,7 @@ CheckRunStatusJson(const SpJson *node, const char *field)
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unknown run status \"%s\"", s),
-			 errdetail("A run status is one of running, interrupted, completed, failed, aborted.")));
+			 errdetail("A run status is one of " SP_RUN_STATUSES_TEXT ".")));
 	return NULL;				/* keep the compiler quiet */
 }
 

@@ -37,7 +37,7 @@ CHROOTS=${SANDBOX_PERSIST_CHROOTS:-/var/cache/sandbox_persist/chroots}
 MIRROR=${SANDBOX_PERSIST_MIRROR:-http://deb.debian.org/debian}
 PORT=${SANDBOX_PERSIST_PORT:-54329}
 # The SQL suites run inside the chroot, the Node-based ones from the host.
-CHROOT_SUITES="regress pgtap backup upgrade broken_build"
+CHROOT_SUITES="regress pgtap backup upgrade broken_build vocabulary"
 HOST_SUITES="node fuzz torture"
 BUILD=/build/sandbox_persist
 started=$(date +%s)

@@ -9,14 +9,14 @@
 #
 # For make test-matrix (scripts/matrix.sh), three settings split one run:
 #   SANDBOX_PERSIST_SUITES    the suites to run, from: regress pgtap node backup upgrade
-#                             fuzz torture broken_build stands_alone (default: all)
+#                             fuzz torture broken_build stands_alone vocabulary (default: all)
 #   SANDBOX_PERSIST_KEEP_CLUSTER=1   leave the cluster running on exit
 #   SANDBOX_PERSIST_USE_CLUSTER=1    no set-up: use the running cluster named
 #                             by PGHOST/PGPORT/PGUSER/PGDATABASE, and leave it running
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-SUITES=" ${SANDBOX_PERSIST_SUITES:-regress pgtap node backup upgrade fuzz torture broken_build stands_alone} "
+SUITES=" ${SANDBOX_PERSIST_SUITES:-regress pgtap node backup upgrade fuzz torture broken_build stands_alone vocabulary} "
 
 if [ -n "${SANDBOX_PERSIST_USE_CLUSTER:-}" ]; then
     export PGHOST PGPORT PGUSER PGDATABASE
@@ -84,5 +84,6 @@ chosen fuzz && run_suite "fuzz (short)" bash test/fuzz/run.sh --short --strict
 chosen torture && run_suite "torture (short)" bash test/torture/run.sh --short
 chosen broken_build && run_suite "a broken build fails make test" bash test/scripts/broken_build.sh
 chosen stands_alone && run_suite "the repository stands alone" bash test/scripts/stands_alone.sh
+chosen vocabulary && run_suite "one vocabulary: C, SQL, Node, docs" bash test/scripts/vocabulary.sh
 
 suites_close

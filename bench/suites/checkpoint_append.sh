@@ -13,7 +13,7 @@
 # that the transcript extends the stored one, which sandbox_persist must.
 #
 # Measured, each in its own scratch database:
-#   * append time (ms/op, median of 9 appends, one transaction each, commit
+#   * append time (ms/op, median of 21 appends, one transaction each, commit
 #     included, the two sides alternating in one backend) of a transcript of N messages (~1 KB each) when the thread
 #     already holds K checkpoints whose transcripts grew to N, for N = 400 and
 #     2000, K = 10, 100, 1000 (QUICK: N = 400, K = 10, 100);
@@ -37,7 +37,9 @@ if [ "${QUICK:-0}" = 1 ]; then
 else
     SIZES="400 2000"; COUNTS="10 100 1000"; GROWTH="200 1000"
 fi
-REPS=9
+REPS=21
+# to rerun one configuration: CKPT_SIZES="400" CKPT_COUNTS="1000" CKPT_GROWTH=""
+SIZES=${CKPT_SIZES-$SIZES}; COUNTS=${CKPT_COUNTS-$COUNTS}; GROWTH=${CKPT_GROWTH-$GROWTH}
 
 admin() { psql -X -q -v ON_ERROR_STOP=1 -d "$ADMIN_DB" "$@"; }
 db() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$BENCH_DB" "$@"; }

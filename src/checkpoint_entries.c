@@ -6,7 +6,7 @@
  * the optional header strings, and a checkpoint's file entries and
  * artifacts: workspace-relative paths, kinds, content-addressed
  * blob keys, safe-integer sizes and the rule that no file is an ancestor of
- * another entry. Every failure is SANDBOX_SNAPSHOT_INVALID_ENTRY. Valid input
+ * another entry. Every entry failure is SANDBOX_SNAPSHOT_INVALID_ENTRY. Valid input
  * is rewritten as canonical JSON (exactly the contract's keys, in the caller's
  * order) and its blob keys are collected for reference counting.
  *

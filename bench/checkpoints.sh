@@ -72,7 +72,7 @@ bench -At <<'SQL'
 SELECT format('    %-48s %12s', 'final transcript bytes', final_bytes)
     || E'\n' || format('    %-48s %12s', 'stored: conversation_messages.body', body_bytes)
     || E'\n' || format('    %-48s %12s', '        conversation_messages.hash + thread_id', hash_bytes)
-    || E'\n' || format('    %-48s %12s', '        checkpoints.conversation (id arrays)', id_array_bytes)
+    || E'\n' || format('    %-48s %12s', '        conversation_log + checkpoints.conv_* (references)', id_array_bytes)
     || E'\n' || format('    %-48s %12s', '        total stored conversation bytes', body_bytes + hash_bytes + id_array_bytes)
     || E'\n' || format('    %-48s %12s', 'ratio stored/final (limit 3)',
                        to_char((body_bytes + hash_bytes + id_array_bytes)::numeric / final_bytes, 'FM990.00'))

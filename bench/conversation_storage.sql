@@ -85,8 +85,13 @@ SELECT
     (SELECT sum(pg_column_size(body)) FROM sandbox_persist.conversation_messages) AS body_bytes,
     (SELECT sum(pg_column_size(hash) + pg_column_size(thread_id))
        FROM sandbox_persist.conversation_messages) AS hash_bytes,
-    (SELECT sum(pg_column_size(conversation)) FROM sandbox_persist.checkpoints
-      WHERE thread_id = :'thread') AS id_array_bytes,
+    -- 0.3.0: the per-checkpoint references (log ranges, block, length, digest)
+    -- plus the thread's log rows; 0.2.0 stored one bigint[] per checkpoint here
+    (SELECT sum(pg_column_size(conv_ranges) + pg_column_size(conv_block)
+                + pg_column_size(conv_len) + pg_column_size(conv_digest))
+       FROM sandbox_persist.checkpoints WHERE thread_id = :'thread')
+    + (SELECT coalesce(sum(pg_column_size(thread_id) + pg_column_size(pos) + pg_column_size(message_id)), 0)
+         FROM sandbox_persist.conversation_log WHERE thread_id = :'thread') AS id_array_bytes,
     (SELECT sum(conv_bytes) FROM bench.conv_appends) AS naive_bytes,
     (SELECT count(*) FROM sandbox_persist.checkpoints WHERE thread_id = :'thread') AS checkpoints,
     pg_total_relation_size('sandbox_persist.conversation_messages') AS messages_relation_bytes,

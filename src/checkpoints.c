@@ -3,57 +3,73 @@
  *
  * The checkpoint store (docs/contract/checkpoint-store.md §1-§6): append with
  * the contract's exact check order, deleteHead, get, list, getHead and
- * listBlobReferences, plus the helpers the lease and fork modules share.
+ * listBlobReferences, and the checkpoint record every reader builds. Each
+ * function that touches a conversation exists for both storage layouts
+ * (CkptLayout): the original symbol for a database not yet updated past
+ * 0.2.0 (one bigint[] of message ids per checkpoint) and a *_v3 symbol for
+ * 0.3.0 (per-thread log, conversations.c).
  *
  * Locking: append and deleteHead lock the thread's checkpoint_threads row
  * FOR UPDATE first; it is the thread's only lock point, so two appends
- * serialise and the loser sees the new head. Reference counts are rows per
+ * serialise and the loser sees the new head, and a thread's conversation
+ * rows are only ever written under it. Reference counts are rows per
  * (checkpoint, distinct key), inserted and deleted with their checkpoint, so
- * threads that share blob keys never wait for each other. Conversation
- * messages are stored once per thread (conversation_messages) and inserted
- * with ON CONFLICT DO NOTHING under the thread row's lock, so only appends of
- * the same thread, already serialised, ever meet on a message. Blob
- * rows the new checkpoint references are key-share locked after the
- * checkpoint row (thread row, checkpoint rows, blob rows in key order).
+ * threads that share blob keys never wait for each other. Blob rows the new
+ * checkpoint references are key-share locked after the checkpoint row
+ * (thread row, checkpoint rows, blob rows in key order).
  */
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
-#include "common/int.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/lsyscache.h"
 
 #include "sandbox_persist.h"
 #include "checkpoints.h"
 
 PG_FUNCTION_INFO_V1(checkpoint_append);
+PG_FUNCTION_INFO_V1(checkpoint_append_v3);
 PG_FUNCTION_INFO_V1(checkpoint_delete_head);
+PG_FUNCTION_INFO_V1(checkpoint_delete_head_v3);
 PG_FUNCTION_INFO_V1(checkpoint_get);
+PG_FUNCTION_INFO_V1(checkpoint_get_v3);
 PG_FUNCTION_INFO_V1(checkpoint_list);
+PG_FUNCTION_INFO_V1(checkpoint_list_v3);
 PG_FUNCTION_INFO_V1(checkpoint_get_head);
 PG_FUNCTION_INFO_V1(checkpoint_list_blob_references);
 
-/* Columns CkptAppendRecord reads, in its order; the conversation is reassembled. */
-#define CKPT_COLUMNS \
+/* Columns of a checkpoint record (CKPT_COLUMNS_*), in their order. */
+#define CKPT_COL_ID				1
+#define CKPT_COL_THREAD_ID		2
+#define CKPT_COL_PARENT_ID		3
+#define CKPT_COL_CREATED_AT		4
+#define CKPT_COL_REASON			5
+#define CKPT_COL_LABEL			6
+#define CKPT_COL_SOURCE_RUN_ID	7
+#define CKPT_COL_FILES			8
+#define CKPT_COL_ARTIFACTS		9
+#define CKPT_COL_CONVERSATION	10	/* the messages between '[' and ']', NULL when none */
+
+#define CKPT_HEADER_COLUMNS \
 	"c.checkpoint_id, c.thread_id, c.parent_id, c.created_at, c.reason, c.label," \
-	" c.source_run_id, c.files::text, c.artifacts::text," \
-	" (SELECT string_agg(m.body, ',' ORDER BY u.ord)" \
+	" c.source_run_id, c.files::text, c.artifacts::text, "
+
+/* 0.1.0-0.2.0 layout: the conversation is the checkpoint's array of message ids. */
+#define CKPT_COLUMNS_ID_ARRAYS CKPT_HEADER_COLUMNS \
+	"(SELECT string_agg(m.body, ',' ORDER BY u.ord)" \
 	"    FROM unnest(c.conversation) WITH ORDINALITY AS u(id, ord)" \
 	"    JOIN sandbox_persist.conversation_messages m ON m.message_id = u.id)"
 
-static SpQuery ckpt_lock_thread = {
-	"SELECT fence, owner_token::text, lease_expires_at, head_id"
-	" FROM sandbox_persist.checkpoint_threads WHERE thread_id = $1 FOR UPDATE",
-	1, {TEXTOID}
-};
+/* 0.3.0 layout: the conversation is a set of ranges of the thread's log. */
+#define CKPT_COLUMNS_LOG CKPT_HEADER_COLUMNS CONV_BODIES_SQL("c")
 
 static SpQuery ckpt_exists = {
 	"SELECT 1 FROM sandbox_persist.checkpoints WHERE checkpoint_id = $1",
 	1, {TEXTOID}
 };
 
-static SpQuery ckpt_store_messages = {
+/* 0.1.0-0.2.0 layout: every message passed is hashed, offered and looked up. */
+static SpQuery ckpt_store_messages_id_arrays = {
 	"INSERT INTO sandbox_persist.conversation_messages (thread_id, hash, body)"
 	" SELECT DISTINCT ON (h) $2, h, b FROM"
 	"  (SELECT pg_catalog.sha256(pg_catalog.convert_to(b, 'UTF8')) AS h, b"
@@ -62,7 +78,7 @@ static SpQuery ckpt_store_messages = {
 	2, {TEXTARRAYOID, TEXTOID}
 };
 
-static SpQuery ckpt_message_ids = {
+static SpQuery ckpt_message_ids_id_arrays = {
 	"SELECT coalesce(array_agg(m.message_id ORDER BY t.ord), '{}')"
 	" FROM unnest($1::text[]) WITH ORDINALITY AS t(b, ord)"
 	" JOIN sandbox_persist.conversation_messages m"
@@ -70,13 +86,26 @@ static SpQuery ckpt_message_ids = {
 	2, {TEXTARRAYOID, TEXTOID}
 };
 
-static SpQuery ckpt_insert = {
+static SpQuery ckpt_insert_id_arrays = {
 	"INSERT INTO sandbox_persist.checkpoints (checkpoint_id, thread_id, parent_id, created_at,"
 	" reason, label, source_run_id, files, artifacts, conversation)"
 	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
 	" ON CONFLICT (checkpoint_id) DO NOTHING",
 	10, {TEXTOID, TEXTOID, TEXTOID, FLOAT8OID, TEXTOID, TEXTOID, TEXTOID, JSONOID, JSONOID,
 	INT8ARRAYOID}
+};
+
+/* 0.3.0 layout: $10 the parent's ranges kept (or NULL), [$11, $12) the block appended. */
+static SpQuery ckpt_insert_log = {
+	"INSERT INTO sandbox_persist.checkpoints (checkpoint_id, thread_id, parent_id, created_at,"
+	" reason, label, source_run_id, files, artifacts, conv_ranges, conv_block, conv_len,"
+	" conv_digest)"
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,"
+	"  coalesce($10, '{}'::int8multirange) + pg_catalog.int8multirange(pg_catalog.int8range($11, $12)),"
+	"  pg_catalog.int8range($11, $12), $13, $14)"
+	" ON CONFLICT (checkpoint_id) DO NOTHING",
+	14, {TEXTOID, TEXTOID, TEXTOID, FLOAT8OID, TEXTOID, TEXTOID, TEXTOID, JSONOID, JSONOID,
+	INT8MULTIRANGEOID, INT8OID, INT8OID, INT4OID, BYTEAOID}
 };
 
 static SpQuery ckpt_insert_refs = {
@@ -96,18 +125,53 @@ static SpQuery ckpt_set_head = {
 	2, {TEXTOID, TEXTOID}
 };
 
-static SpQuery ckpt_delete = {
+/* 0.3.0 layout: the head and the next free log position move together. */
+static SpQuery ckpt_set_head_log = {
+	"UPDATE sandbox_persist.checkpoint_threads SET head_id = $2, conv_log_end = $3"
+	" WHERE thread_id = $1",
+	3, {TEXTOID, TEXTOID, INT8OID}
+};
+
+/* Column of ckpt_delete_*'s result. */
+#define CKPT_DELETED_PARENT_ID	1
+
+static SpQuery ckpt_delete_id_arrays = {
 	"DELETE FROM sandbox_persist.checkpoints WHERE checkpoint_id = $1 RETURNING parent_id",
 	1, {TEXTOID}
 };
 
-static SpQuery ckpt_select = {
-	"SELECT " CKPT_COLUMNS " FROM sandbox_persist.checkpoints c WHERE c.checkpoint_id = $1",
+/*
+ * 0.3.0 layout: the log block the checkpoint appended is queued for A11. No
+ * other checkpoint refers to it: only descendants extend it, and a head has
+ * none (deleteHead takes heads only).
+ */
+static SpQuery ckpt_delete_log = {
+	"WITH d AS (DELETE FROM sandbox_persist.checkpoints WHERE checkpoint_id = $1"
+	"           RETURNING parent_id, thread_id, conv_block),"
+	" g AS (INSERT INTO sandbox_persist.conversation_garbage (thread_id, block)"
+	"       SELECT thread_id, conv_block FROM d WHERE NOT pg_catalog.isempty(conv_block))"
+	" SELECT parent_id FROM d",
 	1, {TEXTOID}
 };
 
-static SpQuery ckpt_select_thread = {
-	"SELECT " CKPT_COLUMNS " FROM sandbox_persist.checkpoints c WHERE c.thread_id = $1"
+static SpQuery ckpt_select_id_arrays = {
+	"SELECT " CKPT_COLUMNS_ID_ARRAYS " FROM sandbox_persist.checkpoints c WHERE c.checkpoint_id = $1",
+	1, {TEXTOID}
+};
+
+static SpQuery ckpt_select_log = {
+	"SELECT " CKPT_COLUMNS_LOG " FROM sandbox_persist.checkpoints c WHERE c.checkpoint_id = $1",
+	1, {TEXTOID}
+};
+
+static SpQuery ckpt_select_thread_id_arrays = {
+	"SELECT " CKPT_COLUMNS_ID_ARRAYS " FROM sandbox_persist.checkpoints c WHERE c.thread_id = $1"
+	" ORDER BY c.created_at, c.checkpoint_id",
+	1, {TEXTOID}
+};
+
+static SpQuery ckpt_select_thread_log = {
+	"SELECT " CKPT_COLUMNS_LOG " FROM sandbox_persist.checkpoints c WHERE c.thread_id = $1"
 	" ORDER BY c.created_at, c.checkpoint_id",
 	1, {TEXTOID}
 };
@@ -117,207 +181,15 @@ static SpQuery ckpt_head = {
 	1, {TEXTOID}
 };
 
+/* Columns of ckpt_refs. */
+#define CKPT_REF_KEY	1
+#define CKPT_REF_COUNT	2
+
 static SpQuery ckpt_refs = {
 	"SELECT blob_key, count(*) FROM sandbox_persist.checkpoint_blob_refs"
 	" GROUP BY blob_key ORDER BY blob_key",
 	0, {InvalidOid}
 };
-
-/* Raise INVALID_ID for an identifier field. */
-static void
-CkptInvalidId(const char *field, const char *problem)
-{
-	sp_error(SP_SNAPSHOT_INVALID_ID,
-			 ("invalid checkpoint identifier %s", field),
-			 "%s %s.", field, problem);
-}
-
-/* Apply the identifier rules to decoded bytes. */
-static void
-CkptCheckIdBytes(const char *field, int len)
-{
-	if (len == 0)
-		CkptInvalidId(field, "must not be empty");
-	if (len > SP_ID_MAX_BYTES)
-		CkptInvalidId(field, psprintf("has %d UTF-8 bytes; the limit is %d", len, SP_ID_MAX_BYTES));
-}
-
-/* Read an identifier field of checkpoint input; every problem is INVALID_ID. */
-char *
-CkptCheckId(const SpJson *node, const char *field)
-{
-	char	   *s;
-	int			len;
-	SpStringStatus st;
-
-	if (node == NULL || node->kind != SPJ_STRING)
-		CkptInvalidId(field, psprintf("must be a string, not %s",
-									  node == NULL ? "absent" : SpJsonKindName(node->kind)));
-	st = SpJsonDecodeString(node->raw, node->rawlen, &s, &len);
-	if (st != SPS_OK)
-		CkptInvalidId(field, st == SPS_NUL ? "contains U+0000" : "contains an unpaired surrogate");
-	CkptCheckIdBytes(field, len);
-	return s;
-}
-
-/* Read an identifier argument of type text; SQL NULL is INVALID_ID too. */
-char *
-CkptCheckIdArg(FunctionCallInfo fcinfo, int argno, const char *name)
-{
-	text	   *t;
-
-	if (PG_ARGISNULL(argno))
-		CkptInvalidId(name, "must not be null");
-	t = PG_GETARG_TEXT_PP(argno);
-	CkptCheckIdBytes(name, VARSIZE_ANY_EXHDR(t));
-	return text_to_cstring(t);
-}
-
-/* Read a json input argument; SQL NULL or a non-object has no identifiers. */
-SpJson *
-CkptInputArg(FunctionCallInfo fcinfo, int argno, const char *name)
-{
-	SpJson	   *node;
-
-	if (PG_ARGISNULL(argno))
-		CkptInvalidId(name, "must not be null");
-	node = SpJsonParseText(PG_GETARG_TEXT_PP(argno));
-	if (node->kind != SPJ_OBJECT)
-		CkptInvalidId(name, psprintf("must be an object, not %s", SpJsonKindName(node->kind)));
-	return node;
-}
-
-/*
- * Member lookup that ignores unknown keys: identifiers are checked before
- * entries, so an unknown key is reported only later, by CkptMembers. A
- * repeated key is INVALID_ENTRY at once: no later check could make it valid.
- */
-void
-CkptLookup(const SpJson *obj, const char *const *names, int nnames, SpJson **out)
-{
-	SpJsonMembers(obj, names, nnames, out, "checkpoint input", true, 0,
-				  SP_SNAPSHOT_INVALID_ENTRY);
-}
-
-/* Strict member lookup for checkpoint input: unknown keys are INVALID_ENTRY. */
-void
-CkptMembers(const SpJson *obj, const char *const *names, int nnames, SpJson **out,
-			const char *what)
-{
-	SpJsonMembers(obj, names, nnames, out, what, false, 0, SP_SNAPSHOT_INVALID_ENTRY);
-}
-
-/* The writer's threadId, checked as an identifier. */
-char *
-CkptReadWriterThread(const SpJson *writer)
-{
-	static const char *const names[] = {"threadId"};
-	SpJson	   *m[1];
-
-	if (writer == NULL || writer->kind != SPJ_OBJECT)
-		CkptInvalidId("writer.threadId", "is missing: writer must be an object");
-	SpJsonMembers(writer, names, 1, m, "writer", true, 0, SP_SNAPSHOT_INVALID_ENTRY);
-	return CkptCheckId(m[0], "writer.threadId");
-}
-
-/*
- * The writer's ownerToken and fence. A malformed value is not an error: such
- * a writer is simply never current (WRITER_LOST).
- */
-void
-CkptReadWriterLease(const SpJson *writer, CkptWriter *out)
-{
-	static const char *const names[] = {"ownerToken", "fence"};
-	SpJson	   *m[2];
-	int			len;
-
-	SpJsonMembers(writer, names, 2, m, "writer", true, 0, SP_SNAPSHOT_INVALID_ENTRY);
-	out->owner_token = NULL;
-	if (m[0] != NULL && m[0]->kind == SPJ_STRING &&
-		SpJsonDecodeString(m[0]->raw, m[0]->rawlen, &out->owner_token, &len) != SPS_OK)
-		out->owner_token = NULL;
-	out->fence_ok = m[1] != NULL && m[1]->kind == SPJ_NUMBER &&
-		SpJsonGetInt(m[1], &out->fence) == SPI_OK;
-}
-
-/* Lock the thread's row (FOR UPDATE) and read its lease and head. Inside SPI. */
-void
-CkptLockThread(const char *thread_id, CkptThread *out)
-{
-	SpArgs		args;
-
-	SpArgsInit(&args);
-	SpArgText(&args, thread_id);
-	memset(out, 0, sizeof(CkptThread));
-	if (SpExec(&ckpt_lock_thread, &args, false, 1) != 1)
-		return;
-	out->exists = true;
-	SpGetInt64(0, 1, &out->fence);
-	out->owner_token = SpGetText(0, 2);
-	out->has_expiry = SpGetInt64(0, 3, &out->expires_at);
-	out->head_id = SpGetText(0, 4);
-}
-
-/* A lease is current iff token and fence match and now < expiresAt. */
-bool
-CkptLeaseCurrent(const CkptThread *thread, const CkptWriter *writer, int64 now)
-{
-	return thread->exists && thread->owner_token != NULL && thread->has_expiry &&
-		writer->owner_token != NULL && writer->fence_ok &&
-		strcmp(thread->owner_token, writer->owner_token) == 0 &&
-		thread->fence == writer->fence && now < thread->expires_at;
-}
-
-/*
- * Raise WRITER_LOST unless the writer holds the thread's current lease, judged
- * by the clock read here, after the thread row lock: a call that waited for
- * the row past expiresAt must not be accepted. Returns that clock reading.
- */
-int64
-CkptRequireLease(FunctionCallInfo fcinfo, int now_argno, const CkptThread *thread,
-				 const CkptWriter *writer, const char *thread_id)
-{
-	int64		now = SpNowMs(fcinfo, now_argno);
-
-	if (!CkptLeaseCurrent(thread, writer, now))
-		sp_error(SP_SNAPSHOT_WRITER_LOST,
-				 ("checkpoint writer lease lost"),
-				 "The writer does not hold a current lease on thread \"%s\".", thread_id);
-	return now;
-}
-
-/* Read a createdAt that must be a finite JSON number (else INVALID_ENTRY). */
-double
-CkptCheckCreatedAt(const SpJson *node, const char *field)
-{
-	double		v;
-
-	if (node == NULL || node->kind != SPJ_NUMBER || !SpJsonGetDouble(node, &v))
-		sp_error(SP_SNAPSHOT_INVALID_ENTRY,
-				 ("invalid checkpoint %s", field),
-				 "%s must be a finite number.", field);
-	return v;
-}
-
-/* Read an optional text field of the header: NULL when absent or JSON null. */
-static char *
-CkptEntryText(const SpJson *node, const char *field)
-{
-	char	   *s;
-	int			len;
-
-	if (node == NULL || node->kind == SPJ_NULL)
-		return NULL;
-	if (node->kind != SPJ_STRING)
-		sp_error(SP_SNAPSHOT_INVALID_ENTRY,
-				 ("invalid checkpoint %s", field),
-				 "%s must be a string, not %s.", field, SpJsonKindName(node->kind));
-	if (SpJsonDecodeString(node->raw, node->rawlen, &s, &len) != SPS_OK)
-		sp_error(SP_SNAPSHOT_INVALID_ENTRY,
-				 ("invalid checkpoint %s", field),
-				 "%s contains U+0000 or an unpaired surrogate.", field);
-	return s;
-}
 
 /* True when two optional ids are equal (both NULL counts as equal). */
 static bool
@@ -342,36 +214,6 @@ CkptDuplicateId(const char *checkpoint_id)
 	sp_error(SP_SNAPSHOT_DUPLICATE_ID,
 			 ("duplicate checkpoint id"),
 			 "A checkpoint with id \"%s\" already exists.", checkpoint_id);
-}
-
-/* Build a text[] datum from C strings. */
-static Datum
-CkptTextArray(char **items, int n)
-{
-	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
-
-	for (int i = 0; i < n; i++)
-		d[i] = CStringGetTextDatum(items[i]);
-	return PointerGetDatum(construct_array(d, n, TEXTOID, -1, false, TYPALIGN_INT));
-}
-
-/* The distinct blob keys of validated entries, as a text[] datum. */
-Datum
-CkptDistinctKeys(const CkptEntries *entries, int *nkeys)
-{
-	char	  **keys = palloc(sizeof(char *) * Max(entries->nkeys, 1));
-	int			n = 0;
-
-	if (entries->nkeys > 0)
-	{
-		memcpy(keys, entries->keys, sizeof(char *) * entries->nkeys);
-		qsort(keys, entries->nkeys, sizeof(char *), pg_qsort_strcmp);
-		for (int i = 0; i < entries->nkeys; i++)
-			if (n == 0 || strcmp(keys[n - 1], keys[i]) != 0)
-				keys[n++] = keys[i];
-	}
-	*nkeys = n;
-	return CkptTextArray(keys, n);
 }
 
 /*
@@ -404,44 +246,45 @@ CkptAppendRecord(StringInfo buf, int row)
 
 	appendStringInfoChar(buf, '{');
 	SpAppendKey(buf, &first, "id");
-	SpAppendString(buf, SpGetText(row, 1));
+	SpAppendString(buf, SpGetText(row, CKPT_COL_ID));
 	SpAppendKey(buf, &first, "threadId");
-	SpAppendString(buf, SpGetText(row, 2));
+	SpAppendString(buf, SpGetText(row, CKPT_COL_THREAD_ID));
 	SpAppendKey(buf, &first, "parentCheckpointId");
-	if ((s = SpGetText(row, 3)) != NULL)
+	if ((s = SpGetText(row, CKPT_COL_PARENT_ID)) != NULL)
 		SpAppendString(buf, s);
 	else
 		appendStringInfoString(buf, "null");
-	SpGetFloat8(row, 4, &created);
+	SpGetFloat8(row, CKPT_COL_CREATED_AT, &created);
 	SpAppendKey(buf, &first, "createdAt");
 	SpAppendDouble(buf, created);
 	SpAppendKey(buf, &first, "reason");
-	SpAppendString(buf, SpGetText(row, 5));
-	if ((s = SpGetText(row, 6)) != NULL)
+	SpAppendString(buf, SpGetText(row, CKPT_COL_REASON));
+	if ((s = SpGetText(row, CKPT_COL_LABEL)) != NULL)
 	{
 		SpAppendKey(buf, &first, "label");
 		SpAppendString(buf, s);
 	}
-	if ((s = SpGetText(row, 7)) != NULL)
+	if ((s = SpGetText(row, CKPT_COL_SOURCE_RUN_ID)) != NULL)
 	{
 		SpAppendKey(buf, &first, "sourceRunId");
 		SpAppendString(buf, s);
 	}
 	SpAppendKey(buf, &first, "files");
-	appendStringInfoString(buf, SpGetText(row, 8));
+	appendStringInfoString(buf, SpGetText(row, CKPT_COL_FILES));
 	SpAppendKey(buf, &first, "conversation");
 	appendStringInfoChar(buf, '[');
-	if ((s = SpGetText(row, 10)) != NULL)
+	if ((s = SpGetText(row, CKPT_COL_CONVERSATION)) != NULL)
 		appendStringInfoString(buf, s);
 	appendStringInfoChar(buf, ']');
 	SpAppendKey(buf, &first, "artifacts");
-	appendStringInfoString(buf, SpGetText(row, 9));
+	appendStringInfoString(buf, SpGetText(row, CKPT_COL_ARTIFACTS));
 	appendStringInfoChar(buf, '}');
 }
 
 /* The checkpoint with this id as a json datum built in `outer`. Inside SPI. */
 Datum
-CkptRecordById(const char *checkpoint_id, bool read_only, MemoryContext outer, bool *found)
+CkptRecordById(const char *checkpoint_id, CkptLayout layout, bool read_only,
+			   MemoryContext outer, bool *found)
 {
 	SpArgs		args;
 	bool		isnull;
@@ -449,31 +292,28 @@ CkptRecordById(const char *checkpoint_id, bool read_only, MemoryContext outer, b
 
 	SpArgsInit(&args);
 	SpArgText(&args, checkpoint_id);
-	result = SpRowsJson(&ckpt_select, &args, read_only, CkptAppendRecord, true, outer, &isnull);
+	result = SpRowsJson(layout == CKPT_LAYOUT_LOG ? &ckpt_select_log : &ckpt_select_id_arrays,
+						&args, read_only, CkptAppendRecord, true, outer, &isnull);
 	*found = !isnull;
 	return result;
 }
 
-/* Split a conversation (a JSON array) into the exact text of each message. */
+/*
+ * 0.1.0-0.2.0 layout: store every message of the conversation (once per
+ * thread) and return the checkpoint's array of message ids. Inside SPI.
+ */
 static Datum
-CkptConversationArray(FunctionCallInfo fcinfo, int argno)
+CkptStoreIdArray(const char *thread_id, const ConvMessages *msgs)
 {
-	SpJson	   *conv;
-	char	  **msgs;
+	SpArgs		args;
+	bool		isnull;
 
-	if (PG_ARGISNULL(argno))
-		sp_error(SP_SNAPSHOT_INVALID_ENTRY,
-				 ("invalid checkpoint conversation"),
-				 "conversation must be a JSON array, not SQL NULL.");
-	conv = SpJsonParseText(PG_GETARG_TEXT_PP(argno));
-	if (conv->kind != SPJ_ARRAY)
-		sp_error(SP_SNAPSHOT_INVALID_ENTRY,
-				 ("invalid checkpoint conversation"),
-				 "conversation must be a JSON array, not %s.", SpJsonKindName(conv->kind));
-	msgs = palloc(sizeof(char *) * Max(conv->count, 1));
-	for (int i = 0; i < conv->count; i++)
-		msgs[i] = pnstrdup(conv->items[i]->raw, conv->items[i]->rawlen);
-	return CkptTextArray(msgs, conv->count);
+	SpArgsInit(&args);
+	SpArgDatum(&args, ConvTextArray(msgs, 0));
+	SpArgText(&args, thread_id);
+	SpExec(&ckpt_store_messages_id_arrays, &args, false, 0);
+	SpExec(&ckpt_message_ids_id_arrays, &args, false, 1);
+	return SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 }
 
 /*
@@ -482,8 +322,8 @@ CkptConversationArray(FunctionCallInfo fcinfo, int argno)
  * contract's order: identifiers, writer thread, entries, lease, duplicate id,
  * stale head, parent mismatch; then the checkpoint is published atomically.
  */
-Datum
-checkpoint_append(PG_FUNCTION_ARGS)
+static Datum
+CkptAppend(FunctionCallInfo fcinfo, CkptLayout layout)
 {
 	static const char *const top_names[] = {"checkpoint", "expectedHeadId", "writer"};
 	static const char *const names[] = {
@@ -506,9 +346,9 @@ checkpoint_append(PG_FUNCTION_ARGS)
 	CkptEntries entries = {0};
 	CkptWriter	writer;
 	CkptThread	thread;
-	Datum		conversation;
-	Datum		message_ids;
-	bool		isnull;
+	ConvMessages msgs;
+	ConvStored	stored = {0};
+	Datum		message_ids = (Datum) 0;
 	int			nkeys;
 	SpArgs		args;
 	StringInfoData result;
@@ -550,7 +390,7 @@ checkpoint_append(PG_FUNCTION_ARGS)
 	source_run = CkptEntryText(c[6], "sourceRunId");
 	CkptValidateFiles(c[7], &entries);
 	CkptValidateArtifacts(c[8], &entries);
-	conversation = CkptConversationArray(fcinfo, 1);
+	ConvSplit(fcinfo, 1, &msgs);
 	(void) SpNowMs(fcinfo, 2);	/* refuse a disallowed clock before locking */
 	CkptReadWriterLease(top[2], &writer);
 
@@ -577,13 +417,11 @@ checkpoint_append(PG_FUNCTION_ARGS)
 				 "parentCheckpointId is %s but the expected head is %s.",
 				 CkptQuoted(parent_id), CkptQuoted(expected_head));
 
-	/* publish: messages once each, the checkpoint, its references, the head */
-	SpArgsInit(&args);
-	SpArgDatum(&args, conversation);
-	SpArgText(&args, thread_id);
-	SpExec(&ckpt_store_messages, &args, false, 0);
-	SpExec(&ckpt_message_ids, &args, false, 1);
-	message_ids = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	/* publish: the conversation, the checkpoint, its references, the head */
+	if (layout == CKPT_LAYOUT_LOG)
+		ConvAppend(thread_id, parent_id, &msgs, &stored);
+	else
+		message_ids = CkptStoreIdArray(thread_id, &msgs);
 
 	SpArgsInit(&args);
 	SpArgText(&args, checkpoint_id);
@@ -595,14 +433,33 @@ checkpoint_append(PG_FUNCTION_ARGS)
 	SpArgText(&args, source_run);
 	SpArgTextLen(&args, entries.files.data, entries.files.len);
 	SpArgTextLen(&args, entries.artifacts.data, entries.artifacts.len);
-	SpArgDatum(&args, message_ids);
-	if (SpExec(&ckpt_insert, &args, false, 0) == 0)
+	if (layout == CKPT_LAYOUT_LOG)
+	{
+		if (stored.base_null)
+			SpArgNull(&args);
+		else
+			SpArgDatum(&args, stored.base);
+		SpArgInt64(&args, stored.block_from);
+		SpArgInt64(&args, stored.block_to);
+		SpArgDatum(&args, Int32GetDatum(stored.len));
+		SpArgDatum(&args, stored.digest);
+	}
+	else
+		SpArgDatum(&args, message_ids);
+	if (SpExec(layout == CKPT_LAYOUT_LOG ? &ckpt_insert_log : &ckpt_insert_id_arrays,
+			   &args, false, 0) == 0)
 		CkptDuplicateId(checkpoint_id); /* lost a race with another thread */
 	CkptInsertRefs(checkpoint_id, CkptDistinctKeys(&entries, &nkeys));
 	SpArgsInit(&args);
 	SpArgText(&args, thread_id);
 	SpArgText(&args, checkpoint_id);
-	SpExec(&ckpt_set_head, &args, false, 0);
+	if (layout == CKPT_LAYOUT_LOG)
+	{
+		SpArgInt64(&args, stored.block_to);
+		SpExec(&ckpt_set_head_log, &args, false, 0);
+	}
+	else
+		SpExec(&ckpt_set_head, &args, false, 0);
 	SPI_finish();
 
 	initStringInfo(&result);
@@ -612,13 +469,28 @@ checkpoint_append(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(SpJsonResult(&result));
 }
 
+/* checkpoint_append, 0.1.0-0.2.0 layout. */
+Datum
+checkpoint_append(PG_FUNCTION_ARGS)
+{
+	return CkptAppend(fcinfo, CKPT_LAYOUT_ID_ARRAYS);
+}
+
+/* checkpoint_append, 0.3.0 layout: only what extends the parent is stored. */
+Datum
+checkpoint_append_v3(PG_FUNCTION_ARGS)
+{
+	return CkptAppend(fcinfo, CKPT_LAYOUT_LOG);
+}
+
 /*
  * checkpoint_delete_head(input json, now_ms bigint): input = {threadId,
  * checkpointId, writer}. Removes the head checkpoint (its references go with
- * it) and moves the head to its parent. Blob bytes are untouched.
+ * it) and moves the head to its parent. Blob bytes are untouched; in the
+ * 0.3.0 layout the log block it appended is queued for maintain() (A11).
  */
-Datum
-checkpoint_delete_head(PG_FUNCTION_ARGS)
+static Datum
+CkptDeleteHead(FunctionCallInfo fcinfo, CkptLayout layout)
 {
 	static const char *const names[] = {"threadId", "checkpointId", "writer"};
 	SpJson	   *input = CkptInputArg(fcinfo, 0, "input");
@@ -653,11 +525,12 @@ checkpoint_delete_head(PG_FUNCTION_ARGS)
 				 thread_id, CkptQuoted(thread.head_id), checkpoint_id);
 	SpArgsInit(&args);
 	SpArgText(&args, checkpoint_id);
-	if (SpExec(&ckpt_delete, &args, false, 0) != 1)
+	if (SpExec(layout == CKPT_LAYOUT_LOG ? &ckpt_delete_log : &ckpt_delete_id_arrays,
+			   &args, false, 0) != 1)
 		sp_error(SP_SNAPSHOT_NOT_HEAD,
 				 ("checkpoint is not the head"),
 				 "The head record \"%s\" of thread \"%s\" is missing.", checkpoint_id, thread_id);
-	parent_id = SpGetText(0, 1);
+	parent_id = SpGetText(0, CKPT_DELETED_PARENT_ID);
 	SpArgsInit(&args);
 	SpArgText(&args, thread_id);
 	SpArgText(&args, parent_id);
@@ -666,9 +539,23 @@ checkpoint_delete_head(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
-/* checkpoint_get(checkpoint_id text) -> json: the checkpoint, or NULL. */
+/* checkpoint_delete_head, 0.1.0-0.2.0 layout. */
 Datum
-checkpoint_get(PG_FUNCTION_ARGS)
+checkpoint_delete_head(PG_FUNCTION_ARGS)
+{
+	return CkptDeleteHead(fcinfo, CKPT_LAYOUT_ID_ARRAYS);
+}
+
+/* checkpoint_delete_head, 0.3.0 layout: also queues the checkpoint's log block. */
+Datum
+checkpoint_delete_head_v3(PG_FUNCTION_ARGS)
+{
+	return CkptDeleteHead(fcinfo, CKPT_LAYOUT_LOG);
+}
+
+/* checkpoint_get(checkpoint_id text) -> json: the checkpoint, or NULL. */
+static Datum
+CkptGet(FunctionCallInfo fcinfo, CkptLayout layout)
 {
 	char	   *checkpoint_id = CkptCheckIdArg(fcinfo, 0, "checkpoint_id");
 	MemoryContext outer = CurrentMemoryContext;
@@ -676,23 +563,53 @@ checkpoint_get(PG_FUNCTION_ARGS)
 	bool		found;
 
 	SPI_connect();
-	result = CkptRecordById(checkpoint_id, true, outer, &found);
+	result = CkptRecordById(checkpoint_id, layout, true, outer, &found);
 	SPI_finish();
 	if (!found)
 		PG_RETURN_NULL();
 	PG_RETURN_DATUM(result);
 }
 
-/* checkpoint_list(thread_id text) -> json: every checkpoint, createdAt then id bytes. */
+/* checkpoint_get, 0.1.0-0.2.0 layout. */
 Datum
-checkpoint_list(PG_FUNCTION_ARGS)
+checkpoint_get(PG_FUNCTION_ARGS)
+{
+	return CkptGet(fcinfo, CKPT_LAYOUT_ID_ARRAYS);
+}
+
+/* checkpoint_get, 0.3.0 layout. */
+Datum
+checkpoint_get_v3(PG_FUNCTION_ARGS)
+{
+	return CkptGet(fcinfo, CKPT_LAYOUT_LOG);
+}
+
+/* checkpoint_list(thread_id text) -> json: every checkpoint, createdAt then id bytes. */
+static Datum
+CkptList(FunctionCallInfo fcinfo, CkptLayout layout)
 {
 	char	   *thread_id = CkptCheckIdArg(fcinfo, 0, "thread_id");
 	SpArgs		args;
 
 	SpArgsInit(&args);
 	SpArgText(&args, thread_id);
-	return SpReadJson(fcinfo, &ckpt_select_thread, &args, CkptAppendRecord, false);
+	return SpReadJson(fcinfo,
+					  layout == CKPT_LAYOUT_LOG ? &ckpt_select_thread_log : &ckpt_select_thread_id_arrays,
+					  &args, CkptAppendRecord, false);
+}
+
+/* checkpoint_list, 0.1.0-0.2.0 layout. */
+Datum
+checkpoint_list(PG_FUNCTION_ARGS)
+{
+	return CkptList(fcinfo, CKPT_LAYOUT_ID_ARRAYS);
+}
+
+/* checkpoint_list, 0.3.0 layout. */
+Datum
+checkpoint_list_v3(PG_FUNCTION_ARGS)
+{
+	return CkptList(fcinfo, CKPT_LAYOUT_LOG);
 }
 
 /* checkpoint_get_head(thread_id text) -> text: the head id, or NULL. */
@@ -727,10 +644,10 @@ CkptAppendReference(StringInfo buf, int row)
 	int64		count = 0;
 	bool		first = true;
 
-	SpGetInt64(row, 2, &count);
+	SpGetInt64(row, CKPT_REF_COUNT, &count);
 	appendStringInfoChar(buf, '{');
 	SpAppendKey(buf, &first, "key");
-	SpAppendString(buf, SpGetText(row, 1));
+	SpAppendString(buf, SpGetText(row, CKPT_REF_KEY));
 	SpAppendKey(buf, &first, "references");
 	SpAppendInt64(buf, count);
 	appendStringInfoChar(buf, '}');

@@ -1,9 +1,11 @@
 /*
  * checkpoints.h
  *
- * Shared by the checkpoint store modules: identifier checks with the
- * checkpoint error codes, the writer and its lease test, the thread-row lock,
- * entry validation and the checkpoint output builder.
+ * Shared by the checkpoint store modules. The files call each other in one
+ * direction only: checkpoints.c and fork.c use leases.c (the writer, its
+ * lease test, the thread-row lock), checkpoint_entries.c (identifiers and
+ * entries of checkpoint input) and conversations.c (conversation storage);
+ * leases.c uses checkpoint_entries.c; the last two use neither.
  *
  * Lock order, always: the checkpoint_threads row, then checkpoint rows, then
  * blob rows in sorted key order.
@@ -12,6 +14,17 @@
 #define SANDBOX_PERSIST_CHECKPOINTS_H
 
 #include "sandbox_persist.h"
+
+/*
+ * Which storage layout a SQL function serves. The shared library serves a
+ * database still at 0.1.0 or 0.2.0 (its functions name the original symbols)
+ * as well as one at 0.3.0 (the *_v3 symbols).
+ */
+typedef enum CkptLayout
+{
+	CKPT_LAYOUT_ID_ARRAYS,		/* 0.1.0-0.2.0: checkpoints.conversation bigint[] */
+	CKPT_LAYOUT_LOG				/* 0.3.0: per-thread log, ranges per checkpoint */
+} CkptLayout;
 
 /* The three writer members the store reads; anything else is ignored. */
 typedef struct CkptWriter
@@ -42,7 +55,37 @@ typedef struct CkptEntries
 	char	  **keys;
 } CkptEntries;
 
-/* checkpoints.c */
+/* A conversation argument split into the exact text of each message. */
+typedef struct ConvMessages
+{
+	int			n;
+	const char **raw;			/* spans into the argument's text */
+	int		   *rawlen;
+} ConvMessages;
+
+/* Where an append or a fork put a conversation (CKPT_LAYOUT_LOG). */
+typedef struct ConvStored
+{
+	Datum		base;			/* int8multirange kept from the parent ... */
+	bool		base_null;		/* ... or none */
+	int64		block_from;		/* the log positions this checkpoint appended */
+	int64		block_to;
+	int32		len;			/* number of messages */
+	Datum		digest;			/* bytea: sha256 over the messages' sha256s */
+} ConvStored;
+
+/*
+ * The conversation of checkpoint row `alias` as the text between '[' and ']'
+ * (NULL when empty), in the 0.3.0 layout: its log ranges in position order.
+ */
+#define CONV_BODIES_SQL(alias) \
+	"(SELECT string_agg(m.body, ',' ORDER BY l.pos)" \
+	"   FROM unnest(" alias ".conv_ranges) AS r(rg)" \
+	"   JOIN sandbox_persist.conversation_log l ON l.thread_id = " alias ".thread_id" \
+	"    AND l.pos >= lower(r.rg) AND l.pos < upper(r.rg)" \
+	"   JOIN sandbox_persist.conversation_messages m ON m.message_id = l.message_id)"
+
+/* checkpoint_entries.c: identifiers and entries of checkpoint input */
 extern char *CkptCheckId(const SpJson *node, const char *field);
 extern char *CkptCheckIdArg(FunctionCallInfo fcinfo, int argno, const char *name);
 extern SpJson *CkptInputArg(FunctionCallInfo fcinfo, int argno, const char *name);
@@ -51,22 +94,33 @@ extern void CkptLookup(const SpJson *obj, const char *const *names, int nnames,
 extern void CkptMembers(const SpJson *obj, const char *const *names, int nnames,
 						SpJson **out, const char *what);
 extern char *CkptReadWriterThread(const SpJson *writer);
+extern double CkptCheckCreatedAt(const SpJson *node, const char *field);
+extern char *CkptEntryText(const SpJson *node, const char *field);
+extern void CkptValidateFiles(const SpJson *files, CkptEntries *out);
+extern void CkptValidateArtifacts(const SpJson *artifacts, CkptEntries *out);
+extern Datum CkptTextArray(char **items, int n);
+extern Datum CkptDistinctKeys(const CkptEntries *entries, int *nkeys);
+
+/* leases.c: the writer, its lease and the thread-row lock */
 extern void CkptReadWriterLease(const SpJson *writer, CkptWriter *out);
 extern void CkptLockThread(const char *thread_id, CkptThread *out);
 extern bool CkptLeaseCurrent(const CkptThread *thread, const CkptWriter *writer, int64 now);
 extern int64 CkptRequireLease(FunctionCallInfo fcinfo, int now_argno, const CkptThread *thread,
 							  const CkptWriter *writer, const char *thread_id);
-extern double CkptCheckCreatedAt(const SpJson *node, const char *field);
-extern Datum CkptDistinctKeys(const CkptEntries *entries, int *nkeys);
-extern void CkptInsertRefs(const char *checkpoint_id, Datum keys);
-extern Datum CkptRecordById(const char *checkpoint_id, bool read_only, MemoryContext outer,
-							bool *found);
-
-/* checkpoint_entries.c */
-extern void CkptValidateFiles(const SpJson *files, CkptEntries *out);
-extern void CkptValidateArtifacts(const SpJson *artifacts, CkptEntries *out);
-
-/* leases.c */
 extern int64 CkptLeaseMs(FunctionCallInfo fcinfo, int argno);
+
+/* checkpoints.c: records and references */
+extern void CkptInsertRefs(const char *checkpoint_id, Datum keys);
+extern Datum CkptRecordById(const char *checkpoint_id, CkptLayout layout, bool read_only,
+							MemoryContext outer, bool *found);
+
+/* conversations.c: conversation storage */
+extern void ConvSplit(FunctionCallInfo fcinfo, int argno, ConvMessages *out);
+extern Datum ConvTextArray(const ConvMessages *msgs, int from);
+extern void ConvAppend(const char *thread_id, const char *parent_id, const ConvMessages *msgs,
+					   ConvStored *out);
+extern void ConvCopy(const char *source_thread, Datum source_ranges, const char *dest_thread,
+					 ConvStored *out);
+extern void ConvCollect(int64 max_rows, int64 *positions, int64 *messages);
 
 #endif							/* SANDBOX_PERSIST_CHECKPOINTS_H */

@@ -12,7 +12,9 @@
  * the source checkpoint FOR KEY SHARE (so a concurrent deleteHead of the
  * source either waits for the fork or has already removed it: the fork then
  * reports FORK_SOURCE_NOT_FOUND). Same order as append and deleteHead:
- * thread row, then checkpoint rows.
+ * thread row, then checkpoint rows. In the 0.3.0 layout the root gets its own
+ * copy of the conversation in the destination's log, written under the
+ * destination's row lock like every append.
  */
 #include "postgres.h"
 
@@ -23,12 +25,31 @@
 #include "checkpoints.h"
 
 PG_FUNCTION_INFO_V1(checkpoint_fork_from_checkpoint);
+PG_FUNCTION_INFO_V1(checkpoint_fork_from_checkpoint_v3);
 
-static SpQuery fork_source = {
+/* Columns of fork_source_*, in their order. */
+#define FORK_SRC_THREAD_ID		1
+#define FORK_SRC_FILES			2
+#define FORK_SRC_ARTIFACTS		3
+#define FORK_SRC_CONVERSATION	4	/* id array (0.2.0) or log ranges (0.3.0) */
+#define FORK_SRC_CONV_LEN		5	/* 0.3.0 only */
+#define FORK_SRC_CONV_DIGEST	6	/* 0.3.0 only */
+
+static SpQuery fork_source_id_arrays = {
 	"SELECT thread_id, files::text, artifacts::text, conversation"
 	" FROM sandbox_persist.checkpoints WHERE checkpoint_id = $1 FOR KEY SHARE",
 	1, {TEXTOID}
 };
+
+static SpQuery fork_source_log = {
+	"SELECT thread_id, files::text, artifacts::text, conv_ranges, conv_len, conv_digest"
+	" FROM sandbox_persist.checkpoints WHERE checkpoint_id = $1 FOR KEY SHARE",
+	1, {TEXTOID}
+};
+
+/* Columns of fork_destination_state. */
+#define FORK_DEST_STATE		1
+#define FORK_DEST_ID_USED	2
 
 /* Destination persisted state: the registry view, or the id used anywhere. */
 static SpQuery fork_destination_state = {
@@ -38,7 +59,9 @@ static SpQuery fork_destination_state = {
 	2, {TEXTOID, TEXTOID}
 };
 
-/* How many of the source's distinct keys have a reference row (integrity). */
+/* How many of the source's distinct keys have a reference row (integrity); one column. */
+#define FORK_REFS_COVERED	1
+
 static SpQuery fork_source_refs = {
 	"SELECT count(*) FROM sandbox_persist.checkpoint_blob_refs"
 	" WHERE checkpoint_id = $1 AND blob_key = ANY ($2::text[])",
@@ -46,7 +69,7 @@ static SpQuery fork_source_refs = {
 };
 
 /* The transcript is insert-if-absent: a concurrent save surfaces as NOT_EMPTY. */
-static SpQuery fork_transcript = {
+static SpQuery fork_transcript_id_arrays = {
 	"INSERT INTO sandbox_persist.messages (thread_id, transcript, updated_at)"
 	" SELECT $1, ('[' || coalesce(string_agg(m.body, ',' ORDER BY u.ord), '') || ']')::json, $3"
 	"   FROM unnest($2::bigint[]) WITH ORDINALITY AS u(id, ord)"
@@ -55,7 +78,16 @@ static SpQuery fork_transcript = {
 	3, {TEXTOID, INT8ARRAYOID, INT8OID}
 };
 
-static SpQuery fork_insert = {
+/* 0.3.0 layout: the source's conversation ($2, ranges of thread $4's log). */
+static SpQuery fork_transcript_log = {
+	"INSERT INTO sandbox_persist.messages (thread_id, transcript, updated_at)"
+	" SELECT $1, ('[' || coalesce(" CONV_BODIES_SQL("c") ", '') || ']')::json, $3"
+	"   FROM (SELECT $2::int8multirange AS conv_ranges, $4::text AS thread_id) c"
+	" ON CONFLICT (thread_id) DO NOTHING",
+	4, {TEXTOID, INT8MULTIRANGEOID, INT8OID, TEXTOID}
+};
+
+static SpQuery fork_insert_id_arrays = {
 	"INSERT INTO sandbox_persist.checkpoints (checkpoint_id, thread_id, parent_id, created_at,"
 	" reason, files, artifacts, conversation)"
 	" VALUES ($1, $2, NULL, $3, 'fork-root', $4, $5, $6)"
@@ -63,9 +95,25 @@ static SpQuery fork_insert = {
 	6, {TEXTOID, TEXTOID, FLOAT8OID, JSONOID, JSONOID, INT8ARRAYOID}
 };
 
+/* 0.3.0 layout: the root's conversation is its own block [$6, $7) of the destination's log. */
+static SpQuery fork_insert_log = {
+	"INSERT INTO sandbox_persist.checkpoints (checkpoint_id, thread_id, parent_id, created_at,"
+	" reason, files, artifacts, conv_ranges, conv_block, conv_len, conv_digest)"
+	" VALUES ($1, $2, NULL, $3, 'fork-root', $4, $5,"
+	"  pg_catalog.int8multirange(pg_catalog.int8range($6, $7)), pg_catalog.int8range($6, $7), $8, $9)"
+	" ON CONFLICT (checkpoint_id) DO NOTHING",
+	9, {TEXTOID, TEXTOID, FLOAT8OID, JSONOID, JSONOID, INT8OID, INT8OID, INT4OID, BYTEAOID}
+};
+
 static SpQuery fork_set_head = {
 	"UPDATE sandbox_persist.checkpoint_threads SET head_id = $2 WHERE thread_id = $1",
 	2, {TEXTOID, TEXTOID}
+};
+
+static SpQuery fork_set_head_log = {
+	"UPDATE sandbox_persist.checkpoint_threads SET head_id = $2, conv_log_end = $3"
+	" WHERE thread_id = $1",
+	3, {TEXTOID, TEXTOID, INT8OID}
 };
 
 /* Raise FORK_DESTINATION_NOT_EMPTY. */
@@ -77,13 +125,23 @@ ForkNotEmpty(const char *thread_id, const char *why)
 			 "Destination thread \"%s\" %s.", thread_id, why);
 }
 
+/* A detoasted copy of column col of the current SPI row 0 (it must not be NULL). */
+static Datum
+ForkColumnCopy(int col)
+{
+	bool		isnull;
+
+	return PointerGetDatum(PG_DETOAST_DATUM_COPY(
+		SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull)));
+}
+
 /*
  * checkpoint_fork_from_checkpoint(input json, now_ms bigint) -> json
  * {checkpoint}. input = {sourceThreadId, sourceCheckpointId,
  * destinationThreadId, destinationCheckpointId, createdAt, writer}.
  */
-Datum
-checkpoint_fork_from_checkpoint(PG_FUNCTION_ARGS)
+static Datum
+ForkFromCheckpoint(FunctionCallInfo fcinfo, CkptLayout layout)
 {
 	static const char *const names[] = {
 		"sourceThreadId", "sourceCheckpointId", "destinationThreadId",
@@ -107,6 +165,9 @@ checkpoint_fork_from_checkpoint(PG_FUNCTION_ARGS)
 	CkptThread	thread;
 	CkptEntries entries = {0};
 	Datum		conversation;
+	Datum		digest = (Datum) 0;
+	int64		conv_len = 0;
+	ConvStored	copied = {0};
 	Datum		keys;
 	Datum		record;
 	bool		isnull;
@@ -140,20 +201,25 @@ checkpoint_fork_from_checkpoint(PG_FUNCTION_ARGS)
 	/* 5, 6. the source checkpoint, held against a concurrent deleteHead */
 	SpArgsInit(&args);
 	SpArgText(&args, source_id);
-	if (SpExec(&fork_source, &args, false, 1) != 1)
+	if (SpExec(layout == CKPT_LAYOUT_LOG ? &fork_source_log : &fork_source_id_arrays,
+			   &args, false, 1) != 1)
 		sp_error(SP_SNAPSHOT_FORK_SOURCE_NOT_FOUND,
 				 ("fork source checkpoint not found"),
 				 "No checkpoint has id \"%s\".", source_id);
-	stored_thread = SpGetText(0, 1);
+	stored_thread = SpGetText(0, FORK_SRC_THREAD_ID);
 	if (strcmp(stored_thread, source_thread) != 0)
 		sp_error(SP_SNAPSHOT_FORK_SOURCE_THREAD_MISMATCH,
 				 ("fork source checkpoint belongs to another thread"),
 				 "Checkpoint \"%s\" belongs to thread \"%s\", not \"%s\".",
 				 source_id, stored_thread, source_thread);
-	files = SpGetText(0, 2);
-	artifacts = SpGetText(0, 3);
-	conversation = PointerGetDatum(PG_DETOAST_DATUM_COPY(
-		SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull)));
+	files = SpGetText(0, FORK_SRC_FILES);
+	artifacts = SpGetText(0, FORK_SRC_ARTIFACTS);
+	conversation = ForkColumnCopy(FORK_SRC_CONVERSATION);
+	if (layout == CKPT_LAYOUT_LOG)
+	{
+		SpGetInt64(0, FORK_SRC_CONV_LEN, &conv_len);
+		digest = ForkColumnCopy(FORK_SRC_CONV_DIGEST);
+	}
 
 	/* 7. the caller must hold the destination's current lease */
 	if (strcmp(writer_thread, dest_thread) != 0)
@@ -168,10 +234,11 @@ checkpoint_fork_from_checkpoint(PG_FUNCTION_ARGS)
 	SpArgText(&args, dest_thread);
 	SpArgText(&args, dest_id);
 	SpExec(&fork_destination_state, &args, false, 1);
-	state = SpGetText(0, 1);
+	state = SpGetText(0, FORK_DEST_STATE);
 	if (state != NULL)
 		ForkNotEmpty(dest_thread, psprintf("already has persisted state (%s)", state));
-	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)))
+	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, FORK_DEST_ID_USED,
+										&isnull)))
 		ForkNotEmpty(dest_thread,
 					 psprintf("cannot take checkpoint id \"%s\": it is already used", dest_id));
 
@@ -185,41 +252,75 @@ checkpoint_fork_from_checkpoint(PG_FUNCTION_ARGS)
 	SpArgText(&args, source_id);
 	SpArgDatum(&args, keys);
 	SpExec(&fork_source_refs, &args, false, 1);
-	SpGetInt64(0, 1, &covered);
+	SpGetInt64(0, FORK_REFS_COVERED, &covered);
 	if (covered != nkeys)
 		sp_error(SP_SNAPSHOT_INVALID_ENTRY,
 				 ("fork source references are inconsistent"),
 				 "Checkpoint \"%s\" lacks reference rows for some of its blob keys.", source_id);
 
-	/* 11. publish: transcript, fork root, references, head */
+	/* 11. publish: transcript, fork root (and its own copy of the conversation), references, head */
 	SpArgsInit(&args);
 	SpArgText(&args, dest_thread);
 	SpArgDatum(&args, conversation);
 	SpArgInt64(&args, now);
-	if (SpExec(&fork_transcript, &args, false, 0) != 1)
+	if (layout == CKPT_LAYOUT_LOG)
+		SpArgText(&args, source_thread);
+	if (SpExec(layout == CKPT_LAYOUT_LOG ? &fork_transcript_log : &fork_transcript_id_arrays,
+			   &args, false, 0) != 1)
 		ForkNotEmpty(dest_thread, "gained a transcript during the fork");
+	if (layout == CKPT_LAYOUT_LOG)
+		ConvCopy(source_thread, conversation, dest_thread, &copied);
 	SpArgsInit(&args);
 	SpArgText(&args, dest_id);
 	SpArgText(&args, dest_thread);
 	SpArgFloat8(&args, created_at);
 	SpArgTextLen(&args, entries.files.data, entries.files.len);
 	SpArgTextLen(&args, entries.artifacts.data, entries.artifacts.len);
-	SpArgDatum(&args, conversation);
-	if (SpExec(&fork_insert, &args, false, 0) != 1)
+	if (layout == CKPT_LAYOUT_LOG)
+	{
+		SpArgInt64(&args, copied.block_from);
+		SpArgInt64(&args, copied.block_to);
+		SpArgDatum(&args, Int32GetDatum((int32) conv_len));
+		SpArgDatum(&args, digest);
+	}
+	else
+		SpArgDatum(&args, conversation);
+	if (SpExec(layout == CKPT_LAYOUT_LOG ? &fork_insert_log : &fork_insert_id_arrays,
+			   &args, false, 0) != 1)
 		ForkNotEmpty(dest_thread,
 					 psprintf("cannot take checkpoint id \"%s\": it is already used", dest_id));
 	CkptInsertRefs(dest_id, keys);
 	SpArgsInit(&args);
 	SpArgText(&args, dest_thread);
 	SpArgText(&args, dest_id);
-	SpExec(&fork_set_head, &args, false, 0);
+	if (layout == CKPT_LAYOUT_LOG)
+	{
+		SpArgInt64(&args, copied.block_to);
+		SpExec(&fork_set_head_log, &args, false, 0);
+	}
+	else
+		SpExec(&fork_set_head, &args, false, 0);
 
 	/* 12. the fork root, as get would return it */
-	record = CkptRecordById(dest_id, false, outer, &found);
+	record = CkptRecordById(dest_id, layout, false, outer, &found);
 	SPI_finish();
 	initStringInfo(&buf);
 	appendStringInfoString(&buf, "{\"checkpoint\":");
 	appendStringInfoString(&buf, text_to_cstring(DatumGetTextPP(record)));
 	appendStringInfoChar(&buf, '}');
 	PG_RETURN_DATUM(SpJsonResult(&buf));
+}
+
+/* checkpoint_fork_from_checkpoint, 0.1.0-0.2.0 layout. */
+Datum
+checkpoint_fork_from_checkpoint(PG_FUNCTION_ARGS)
+{
+	return ForkFromCheckpoint(fcinfo, CKPT_LAYOUT_ID_ARRAYS);
+}
+
+/* checkpoint_fork_from_checkpoint, 0.3.0 layout. */
+Datum
+checkpoint_fork_from_checkpoint_v3(PG_FUNCTION_ARGS)
+{
+	return ForkFromCheckpoint(fcinfo, CKPT_LAYOUT_LOG);
 }

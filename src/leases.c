@@ -6,6 +6,9 @@
  * by the same owner token and fence. The fence lives on the thread's row and
  * grows by one on every acquisition, forever; release never resets it.
  *
+ * It also owns what the other checkpoint modules share about the writer: the
+ * lease members of a writer object, the thread-row lock and the lease test.
+ *
  * Locking: every function works on the thread's checkpoint_threads row only.
  * Acquire is a single INSERT ... ON CONFLICT DO UPDATE that takes over only a
  * missing or expired lease, so two acquirers serialise on the row and exactly
@@ -23,6 +26,22 @@
 PG_FUNCTION_INFO_V1(checkpoint_acquire_writer);
 PG_FUNCTION_INFO_V1(checkpoint_renew_writer);
 PG_FUNCTION_INFO_V1(checkpoint_release_writer);
+
+/* Columns of ckpt_lock_thread, in its order. */
+#define THREAD_COL_FENCE		1
+#define THREAD_COL_OWNER_TOKEN	2
+#define THREAD_COL_EXPIRES_AT	3
+#define THREAD_COL_HEAD_ID		4
+
+static SpQuery ckpt_lock_thread = {
+	"SELECT fence, owner_token::text, lease_expires_at, head_id"
+	" FROM sandbox_persist.checkpoint_threads WHERE thread_id = $1 FOR UPDATE",
+	1, {TEXTOID}
+};
+
+/* Columns of lease_acquire's RETURNING list. */
+#define LEASE_COL_FENCE			1
+#define LEASE_COL_OWNER_TOKEN	2
 
 static SpQuery lease_acquire = {
 	"INSERT INTO sandbox_persist.checkpoint_threads AS t"
@@ -45,6 +64,72 @@ static SpQuery lease_release = {
 	" WHERE thread_id = $1 AND owner_token::text = $2 AND fence = $3",
 	3, {TEXTOID, TEXTOID, INT8OID}
 };
+
+/*
+ * The writer's ownerToken and fence. A malformed value is not an error: such
+ * a writer is simply never current (WRITER_LOST).
+ */
+void
+CkptReadWriterLease(const SpJson *writer, CkptWriter *out)
+{
+	static const char *const names[] = {"ownerToken", "fence"};
+	SpJson	   *m[2];
+	int			len;
+
+	SpJsonMembers(writer, names, 2, m, "writer", true, 0, SP_SNAPSHOT_INVALID_ENTRY);
+	out->owner_token = NULL;
+	if (m[0] != NULL && m[0]->kind == SPJ_STRING &&
+		SpJsonDecodeString(m[0]->raw, m[0]->rawlen, &out->owner_token, &len) != SPS_OK)
+		out->owner_token = NULL;
+	out->fence_ok = m[1] != NULL && m[1]->kind == SPJ_NUMBER &&
+		SpJsonGetInt(m[1], &out->fence) == SPI_OK;
+}
+
+/* Lock the thread's row (FOR UPDATE) and read its lease and head. Inside SPI. */
+void
+CkptLockThread(const char *thread_id, CkptThread *out)
+{
+	SpArgs		args;
+
+	SpArgsInit(&args);
+	SpArgText(&args, thread_id);
+	memset(out, 0, sizeof(CkptThread));
+	if (SpExec(&ckpt_lock_thread, &args, false, 1) != 1)
+		return;
+	out->exists = true;
+	SpGetInt64(0, THREAD_COL_FENCE, &out->fence);
+	out->owner_token = SpGetText(0, THREAD_COL_OWNER_TOKEN);
+	out->has_expiry = SpGetInt64(0, THREAD_COL_EXPIRES_AT, &out->expires_at);
+	out->head_id = SpGetText(0, THREAD_COL_HEAD_ID);
+}
+
+/* A lease is current iff token and fence match and now < expiresAt. */
+bool
+CkptLeaseCurrent(const CkptThread *thread, const CkptWriter *writer, int64 now)
+{
+	return thread->exists && thread->owner_token != NULL && thread->has_expiry &&
+		writer->owner_token != NULL && writer->fence_ok &&
+		strcmp(thread->owner_token, writer->owner_token) == 0 &&
+		thread->fence == writer->fence && now < thread->expires_at;
+}
+
+/*
+ * Raise WRITER_LOST unless the writer holds the thread's current lease, judged
+ * by the clock read here, after the thread row lock: a call that waited for
+ * the row past expiresAt must not be accepted. Returns that clock reading.
+ */
+int64
+CkptRequireLease(FunctionCallInfo fcinfo, int now_argno, const CkptThread *thread,
+				 const CkptWriter *writer, const char *thread_id)
+{
+	int64		now = SpNowMs(fcinfo, now_argno);
+
+	if (!CkptLeaseCurrent(thread, writer, now))
+		sp_error(SP_SNAPSHOT_WRITER_LOST,
+				 ("checkpoint writer lease lost"),
+				 "The writer does not hold a current lease on thread \"%s\".", thread_id);
+	return now;
+}
 
 /* The lease duration: argument argno, or the setting when NULL; must be > 0. */
 int64
@@ -106,13 +191,13 @@ checkpoint_acquire_writer(PG_FUNCTION_ARGS)
 				 ("checkpoint writer lease is held"),
 				 "Thread \"%s\" has an unexpired writer lease.", thread_id);
 	spi = MemoryContextSwitchTo(outer);
-	SpGetInt64(0, 1, &fence);
+	SpGetInt64(0, LEASE_COL_FENCE, &fence);
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '{');
 	SpAppendKey(&buf, &first, "threadId");
 	SpAppendString(&buf, thread_id);
 	SpAppendKey(&buf, &first, "ownerToken");
-	SpAppendString(&buf, SpGetText(0, 2));
+	SpAppendString(&buf, SpGetText(0, LEASE_COL_OWNER_TOKEN));
 	SpAppendKey(&buf, &first, "fence");
 	SpAppendInt64(&buf, fence);
 	SpAppendKey(&buf, &first, "expiresAt");

@@ -7,8 +7,10 @@
  * long-expired lock rows, closed logs past retention and (when enabled) old
  * terminal runs; close the logs of finished runs; end the logs whose producer
  * is gone with a terminal RUN_ERROR chunk (A10); wake the application's
- * reaper; record watchdog items. It never changes a run, a checkpoint, a
- * transcript, a head, a lease or an instance row.
+ * reaper; record watchdog items; collect the conversation log positions of
+ * deleted checkpoints and the messages nothing refers to any more (A11,
+ * conversations.c). It never changes a run, a checkpoint, a transcript, a
+ * head, a lease or an instance row.
  *
  * Locking: every action takes its candidate rows with FOR UPDATE SKIP LOCKED
  * (so it never waits on application traffic and two concurrent calls never
@@ -26,11 +28,14 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "catalog/namespace.h"
 #include "commands/async.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 
 #include "sandbox_persist.h"
 #include "blobs.h"
+#include "checkpoints.h"
 
 PG_FUNCTION_INFO_V1(maintain);
 PG_FUNCTION_INFO_V1(attention_list);
@@ -227,6 +232,19 @@ static SpQuery maint_heartbeat = {
 	3, {TEXTOID, INT8OID, JSONOID}
 };
 
+/*
+ * True when the database has the 0.3.0 conversation log (A11's tables): the
+ * same library also serves a database not yet updated, where A11 is absent
+ * and the summary keeps its 0.2.0 keys.
+ */
+static bool
+MaintHasConversationLog(void)
+{
+	Oid			ns = get_namespace_oid("sandbox_persist", true);
+
+	return OidIsValid(ns) && OidIsValid(get_relname_relid("conversation_garbage", ns));
+}
+
 /* Run one counting action: its statement returns a single count. Inside SPI. */
 static int64
 MaintCount(SpQuery *q, SpArgs *args)
@@ -383,6 +401,9 @@ maintain(PG_FUNCTION_ARGS)
 	int64		blobs, uploads, locks, closed, lost, logs, runs, fresh, resolved;
 	int64		detached = 0;
 	int64		due = 0;
+	int64		positions = 0;
+	int64		messages = 0;
+	bool		has_log;
 	SpArgs		args;
 	StringInfoData summary;
 	MemoryContext outer = CurrentMemoryContext;
@@ -401,6 +422,7 @@ maintain(PG_FUNCTION_ARGS)
 				 errdetail("A value of " INT64_FORMAT " was given.", max_rows)));
 
 	SPI_connect();
+	has_log = MaintHasConversationLog();
 	blobs = MaintLockThenDelete(&maint_blob_candidates, &maint_blob_delete,
 								SpTimeBefore(now, (int64) sp_blob_gc_grace_s * 1000), max_rows);
 	uploads = MaintCount(&maint_uploads,
@@ -435,6 +457,10 @@ maintain(PG_FUNCTION_ARGS)
 		Async_Notify(SP_CHANNEL_REAPER, payload);
 	}
 
+	/* A11: log blocks of deleted checkpoints, then messages nothing names */
+	if (has_log)
+		ConvCollect(max_rows, &positions, &messages);
+
 	fresh = MaintWatchdog(now, max_rows);
 	MaintWatchdogArgs(&args, now, max_rows);
 	resolved = MaintCount(&maint_watchdog_recheck, &args);
@@ -449,8 +475,14 @@ maintain(PG_FUNCTION_ARGS)
 					 ",\"logsProducerLost\":" INT64_FORMAT ",\"logsDeleted\":" INT64_FORMAT
 					 ",\"runsDeleted\":" INT64_FORMAT
 					 ",\"detachedRuns\":" INT64_FORMAT ",\"dueRuns\":" INT64_FORMAT
-					 ",\"attentionNew\":" INT64_FORMAT ",\"attentionResolved\":" INT64_FORMAT "}",
+					 ",\"attentionNew\":" INT64_FORMAT ",\"attentionResolved\":" INT64_FORMAT,
 					 blobs, uploads, locks, closed, lost, logs, runs, detached, due, fresh, resolved);
+	if (has_log)
+		appendStringInfo(&summary,
+						 ",\"conversationPositionsDeleted\":" INT64_FORMAT
+						 ",\"conversationMessagesDeleted\":" INT64_FORMAT,
+						 positions, messages);
+	appendStringInfoChar(&summary, '}');
 	SpArgsInit(&args);
 	SpArgInt64(&args, now);
 	SpArgTextLen(&args, summary.data, summary.len);

@@ -154,7 +154,7 @@ extern SpJson *CheckJsonArrayArg(FunctionCallInfo fcinfo, int argno, const char 
 extern double CheckNumberJson(const SpJson *node, const char *field);
 
 /* ---- SPI helpers (spi_util.c) ---- */
-#define SP_MAX_ARGS 12
+#define SP_MAX_ARGS 16
 
 typedef struct SpQuery
 {

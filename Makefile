@@ -56,6 +56,10 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# PGXS tracks no header dependencies: every object depends on every header, so a
+# changed struct or constant never leaves a stale object behind.
+$(OBJS): $(wildcard src/*.h)
+
 .PHONY: deps run stop test test-matrix torture
 deps:
 	bash scripts/deps.sh

@@ -42,10 +42,47 @@ typedef struct CkptEntries
 	char	  **keys;
 } CkptEntries;
 
+/*
+ * Checkpoint input checks: the validator family (validate.c) with the
+ * checkpoint policies, so every problem is SP007 (identifiers) or SP008.
+ */
+
+/* Read an identifier field of checkpoint input; every problem is INVALID_ID. */
+static inline char *
+CkptCheckId(const SpJson *node, const char *field)
+{
+	return SpCheckIdJson(node, field, SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
+}
+
+/* Read an identifier argument of type text; SQL NULL is INVALID_ID too. */
+static inline char *
+CkptCheckIdArg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	return SpCheckIdArg(fcinfo, argno, name, SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
+}
+
+/* Read a json input argument; SQL NULL or a non-object has no identifiers. */
+static inline SpJson *
+CkptInputArg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	return SpCheckJsonKindArg(fcinfo, argno, name, SPJ_OBJECT, "an object", SP_CHECK_CKPT_ID);
+}
+
+/* Read a createdAt that must be a finite JSON number (else INVALID_ENTRY). */
+static inline double
+CkptCheckCreatedAt(const SpJson *node, const char *field)
+{
+	return SpCheckNumberJson(node, field, SP_CHECK_CKPT_ENTRY);
+}
+
+/* Read a text field of the header (INVALID_ENTRY); optional ones give NULL when absent or null. */
+static inline char *
+CkptEntryText(const SpJson *node, const char *field, bool required)
+{
+	return SpCheckStringJson(node, field, required, -1, SP_CHECK_CKPT_ENTRY);
+}
+
 /* checkpoints.c */
-extern char *CkptCheckId(const SpJson *node, const char *field);
-extern char *CkptCheckIdArg(FunctionCallInfo fcinfo, int argno, const char *name);
-extern SpJson *CkptInputArg(FunctionCallInfo fcinfo, int argno, const char *name);
 extern void CkptLookup(const SpJson *obj, const char *const *names, int nnames,
 					   SpJson **out);
 extern void CkptMembers(const SpJson *obj, const char *const *names, int nnames,
@@ -56,7 +93,6 @@ extern void CkptLockThread(const char *thread_id, CkptThread *out);
 extern bool CkptLeaseCurrent(const CkptThread *thread, const CkptWriter *writer, int64 now);
 extern int64 CkptRequireLease(FunctionCallInfo fcinfo, int now_argno, const CkptThread *thread,
 							  const CkptWriter *writer, const char *thread_id);
-extern double CkptCheckCreatedAt(const SpJson *node, const char *field);
 extern Datum CkptDistinctKeys(const CkptEntries *entries, int *nkeys);
 extern void CkptInsertRefs(const char *checkpoint_id, Datum keys);
 extern Datum CkptRecordById(const char *checkpoint_id, bool read_only, MemoryContext outer,

@@ -29,6 +29,9 @@ PG_FUNCTION_INFO_V1(event_log_read);
 PG_FUNCTION_INFO_V1(event_log_close);
 PG_FUNCTION_INFO_V1(event_log_snapshot);
 
+/* max_rows of event_log_read when left out or NULL: the SQL signature's DEFAULT. */
+#define LOG_READ_DEFAULT_ROWS 1000
+
 static SpQuery log_create = {
 	"INSERT INTO sandbox_persist.event_logs (run_id, created_at, last_append_at)"
 	" VALUES ($1, $2, $2) ON CONFLICT (run_id) DO NOTHING",
@@ -333,7 +336,7 @@ event_log_read(PG_FUNCTION_ARGS)
 {
 	char	   *run_id = CheckIdArg(fcinfo, 0, "run_id", SP_ID_MAX_BYTES);
 	int64		after;
-	int64		max_rows = PG_ARGISNULL(2) ? 1000 : PG_GETARG_INT32(2);
+	int64		max_rows;
 	MemoryContext outer = CurrentMemoryContext;
 	MemoryContext spi;
 	StringInfoData buf;
@@ -343,17 +346,14 @@ event_log_read(PG_FUNCTION_ARGS)
 	bool		closed = false;
 	int			n;
 
-	if (PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("after_seq must not be null"),
-				 errdetail("Read from the start with after_seq 0.")));
+	CheckArgNotNull(fcinfo, 1, "after_seq", "Read from the start with after_seq 0.");
 	after = PG_GETARG_INT64(1);
-	if (after < 0 || max_rows < 0)
+	if (after < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be negative", after < 0 ? "after_seq" : "max_rows"),
-				 errdetail("A value of " INT64_FORMAT " was given.", after < 0 ? after : max_rows)));
+				 errmsg("after_seq must not be negative"),
+				 errdetail("A value of " INT64_FORMAT " was given.", after)));
+	max_rows = CheckRowLimitArg(fcinfo, 2, "max_rows", LOG_READ_DEFAULT_ROWS);
 
 	SPI_connect();
 	SpArgsInit(&args);

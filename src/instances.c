@@ -19,6 +19,9 @@ PG_FUNCTION_INFO_V1(instance_upsert);
 PG_FUNCTION_INFO_V1(instance_delete);
 PG_FUNCTION_INFO_V1(instance_gc_candidates);
 
+/* max_rows of instance_gc_candidates when left out or NULL: the SQL signature's DEFAULT. */
+#define INSTANCE_GC_DEFAULT_ROWS 100
+
 #define INSTANCE_COLUMNS \
 	"i.instance_key, i.provider, i.provider_sandbox_id, i.latest_snapshot_id, i.thread_id," \
 	" i.latest_run_id, i.updated_at"
@@ -159,19 +162,14 @@ instance_gc_candidates(PG_FUNCTION_ARGS)
 	int64		retention;
 	int64		max_rows;
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", PG_ARGISNULL(0) ? "retention_ms" : "max_rows"),
-				 errdetail("The value is required.")));
+	CheckArgNotNull(fcinfo, 0, "retention_ms", NULL);
 	retention = PG_GETARG_INT64(0);
-	max_rows = PG_GETARG_INT32(1);
-	if (retention < 0 || max_rows < 0)
+	if (retention < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be negative", retention < 0 ? "retention_ms" : "max_rows"),
-				 errdetail("A value of " INT64_FORMAT " was given.",
-						   retention < 0 ? retention : max_rows)));
+				 errmsg("retention_ms must not be negative"),
+				 errdetail("A value of " INT64_FORMAT " was given.", retention)));
+	max_rows = CheckRowLimitArg(fcinfo, 1, "max_rows", INSTANCE_GC_DEFAULT_ROWS);
 	SpArgsInit(&args);
 	SpArgInt64(&args, SpTimeBefore(now, retention));
 	SpArgInt64(&args, now);

@@ -150,11 +150,7 @@ LockKeyArg(FunctionCallInfo fcinfo, int argno)
 static char *
 LockTokenArg(FunctionCallInfo fcinfo, int argno)
 {
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("owner_token must not be null"),
-				 errdetail("The value is required.")));
+	CheckArgNotNull(fcinfo, argno, "owner_token", NULL);
 	return text_to_cstring(PG_GETARG_TEXT_PP(argno));
 }
 
@@ -165,11 +161,7 @@ LockExpiry(FunctionCallInfo fcinfo, int argno, int64 now)
 	int64		ttl;
 	int64		expires;
 
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("ttl_ms must not be null"),
-				 errdetail("The value is required.")));
+	CheckArgNotNull(fcinfo, argno, "ttl_ms", NULL);
 	ttl = PG_GETARG_INT64(argno);
 	if (ttl < LOCK_TTL_MIN_MS || ttl > LOCK_TTL_MAX_MS)
 		ereport(ERROR,
@@ -432,11 +424,7 @@ lock_check(PG_FUNCTION_ARGS)
 	SpArgs		args;
 	bool		held;
 
-	if (PG_ARGISNULL(2))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("fence must not be null"),
-				 errdetail("The value is required.")));
+	CheckArgNotNull(fcinfo, 2, "fence", NULL);
 	SPI_connect();
 	SpArgsInit(&args);
 	SpArgText(&args, key);

@@ -37,6 +37,9 @@ PG_FUNCTION_INFO_V1(attention_list);
 PG_FUNCTION_INFO_V1(reaper_heartbeat);
 PG_FUNCTION_INFO_V1(_reaper_ttl_ms);
 
+/* max_rows of maintain when left out or NULL: the SQL signature's DEFAULT. */
+#define MAINT_DEFAULT_ROWS 1000
+
 #define SP_CONTENT_KEY_PATTERN "'^sandbox-(files|artifacts)/sha256/[0-9a-f]{64}$'"
 #define SP_TERMINAL "('completed', 'failed', 'aborted')"
 
@@ -389,17 +392,7 @@ maintain(PG_FUNCTION_ARGS)
 	MemoryContext outer = CurrentMemoryContext;
 	MemoryContext spi;
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("max_rows must not be null"),
-				 errdetail("The value is required.")));
-	max_rows = PG_GETARG_INT32(0);
-	if (max_rows < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_rows must not be negative"),
-				 errdetail("A value of " INT64_FORMAT " was given.", max_rows)));
+	max_rows = CheckRowLimitArg(fcinfo, 0, "max_rows", MAINT_DEFAULT_ROWS);
 
 	SPI_connect();
 	blobs = MaintLockThenDelete(&maint_blob_candidates, &maint_blob_delete,

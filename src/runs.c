@@ -279,11 +279,8 @@ run_list_reclaimable(PG_FUNCTION_ARGS)
 	int64		cutoff;
 	SpArgs		args;
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", PG_ARGISNULL(0) ? "caller_now_ms" : "ttl_ms"),
-				 errdetail("The value is required.")));
+	CheckArgNotNull(fcinfo, 0, "caller_now_ms", NULL);
+	CheckArgNotNull(fcinfo, 1, "ttl_ms", NULL);
 	if (pg_sub_s64_overflow(PG_GETARG_INT64(0), PG_GETARG_INT64(1), &cutoff))
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),

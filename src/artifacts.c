@@ -25,7 +25,7 @@ PG_FUNCTION_INFO_V1(artifact_list_for_thread);
 PG_FUNCTION_INFO_V1(artifact_delete);
 PG_FUNCTION_INFO_V1(artifact_delete_for_run);
 
-/* The columns ArtifactAppendRecord reads, in its order. */
+/* The columns artifact_fields reads (by name: their order is free). */
 #define ARTIFACT_COLUMNS \
 	"artifact_id, run_id, thread_id, blob_key, name, mime_type, size, source_url, created_at"
 
@@ -69,43 +69,25 @@ static SpQuery artifact_delete_run_stmt = {
 	1, {TEXTOID}
 };
 
-/* Append the ArtifactRecord of SPI result row `row`, omitting unset optionals. */
+/* The ArtifactRecord, read by column name; unset optionals are omitted. */
+static const SpField artifact_fields[] = {
+	{"artifactId", "artifact_id", SPF_STRING},
+	{"runId", "run_id", SPF_STRING},
+	{"threadId", "thread_id", SPF_STRING},
+	{"blobKey", "blob_key", SPF_STRING},
+	{"name", "name", SPF_STRING},
+	{"mimeType", "mime_type", SPF_STRING},
+	{"size", "size", SPF_INT64},
+	{"sourceUrl", "source_url", SPF_STRING},
+	{"createdAt", "created_at", SPF_DOUBLE}
+};
+static const SpRecord artifact_record = SP_RECORD(artifact_fields);
+
+/* Append the ArtifactRecord of SPI result row `row`. */
 static void
 ArtifactAppendRecord(StringInfo buf, int row)
 {
-	bool		first = true;
-	char	   *s;
-	int64		size = 0;
-	double		created_at = 0;
-
-	appendStringInfoChar(buf, '{');
-	SpAppendKey(buf, &first, "artifactId");
-	SpAppendString(buf, SpGetText(row, 1));
-	SpAppendKey(buf, &first, "runId");
-	SpAppendString(buf, SpGetText(row, 2));
-	SpAppendKey(buf, &first, "threadId");
-	SpAppendString(buf, SpGetText(row, 3));
-	if ((s = SpGetText(row, 4)) != NULL)
-	{
-		SpAppendKey(buf, &first, "blobKey");
-		SpAppendString(buf, s);
-	}
-	SpAppendKey(buf, &first, "name");
-	SpAppendString(buf, SpGetText(row, 5));
-	SpAppendKey(buf, &first, "mimeType");
-	SpAppendString(buf, SpGetText(row, 6));
-	SpGetInt64(row, 7, &size);
-	SpAppendKey(buf, &first, "size");
-	SpAppendInt64(buf, size);
-	if ((s = SpGetText(row, 8)) != NULL)
-	{
-		SpAppendKey(buf, &first, "sourceUrl");
-		SpAppendString(buf, s);
-	}
-	SpGetFloat8(row, 9, &created_at);
-	SpAppendKey(buf, &first, "createdAt");
-	SpAppendDouble(buf, created_at);
-	appendStringInfoChar(buf, '}');
+	SpAppendRecord(buf, row, &artifact_record);
 }
 
 /* Run a DELETE keyed by one text argument and return the rows it removed. */

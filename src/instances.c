@@ -22,6 +22,7 @@ PG_FUNCTION_INFO_V1(instance_gc_candidates);
 /* max_rows of instance_gc_candidates when left out or NULL: the SQL signature's DEFAULT. */
 #define INSTANCE_GC_DEFAULT_ROWS 100
 
+/* The columns instance_fields reads (by name: their order is free). */
 #define INSTANCE_COLUMNS \
 	"i.instance_key, i.provider, i.provider_sandbox_id, i.latest_snapshot_id, i.thread_id," \
 	" i.latest_run_id, i.updated_at"
@@ -63,38 +64,23 @@ static SpQuery instance_delete_stmt = {
 	1, {TEXTOID}
 };
 
-/* Append the SandboxInstanceRecord of SPI row `row`: only the seven record keys. */
+/* The SandboxInstanceRecord: only the seven record keys, read by column name. */
+static const SpField instance_fields[] = {
+	{"key", "instance_key", SPF_STRING},
+	{"provider", "provider", SPF_STRING},
+	{"providerSandboxId", "provider_sandbox_id", SPF_STRING},
+	{"latestSnapshotId", "latest_snapshot_id", SPF_STRING},
+	{"threadId", "thread_id", SPF_STRING},
+	{"latestRunId", "latest_run_id", SPF_STRING},
+	{"updatedAt", "updated_at", SPF_INT64}
+};
+static const SpRecord instance_record = SP_RECORD(instance_fields);
+
+/* Append the SandboxInstanceRecord of SPI row `row`. */
 static void
 InstanceAppendRecord(StringInfo buf, int row)
 {
-	bool		first = true;
-	char	   *snapshot = SpGetText(row, 4);
-	char	   *run = SpGetText(row, 6);
-	int64		updated = 0;
-
-	appendStringInfoChar(buf, '{');
-	SpAppendKey(buf, &first, "key");
-	SpAppendString(buf, SpGetText(row, 1));
-	SpAppendKey(buf, &first, "provider");
-	SpAppendString(buf, SpGetText(row, 2));
-	SpAppendKey(buf, &first, "providerSandboxId");
-	SpAppendString(buf, SpGetText(row, 3));
-	if (snapshot != NULL)
-	{
-		SpAppendKey(buf, &first, "latestSnapshotId");
-		SpAppendString(buf, snapshot);
-	}
-	SpAppendKey(buf, &first, "threadId");
-	SpAppendString(buf, SpGetText(row, 5));
-	if (run != NULL)
-	{
-		SpAppendKey(buf, &first, "latestRunId");
-		SpAppendString(buf, run);
-	}
-	SpGetInt64(row, 7, &updated);
-	SpAppendKey(buf, &first, "updatedAt");
-	SpAppendInt64(buf, updated);
-	appendStringInfoChar(buf, '}');
+	SpAppendRecord(buf, row, &instance_record);
 }
 
 /* instance_get(instance_key text) -> json: the record, or NULL when missing. */

@@ -286,12 +286,60 @@ extern Portal SpOpenCursor(SpQuery *q, SpArgs *args, bool read_only);
 /* Writes the JSON record of one row of the current SPI result. */
 typedef void (*SpRowWriter) (StringInfo buf, int row);
 
+/* How a record field is written. */
+typedef enum SpFieldKind
+{
+	SPF_STRING,					/* text, as a JSON string */
+	SPF_INT64,					/* bigint, as a JSON number */
+	SPF_DOUBLE,					/* double precision, shortest round-trip form */
+	SPF_BOOL,					/* boolean */
+	SPF_JSON					/* stored JSON text, spliced verbatim */
+} SpFieldKind;
+
+/* One output key of a record and the result column (by name) it comes from. */
+typedef struct SpField
+{
+	const char *key;			/* the record key */
+	const char *column;			/* the statement's result column */
+	SpFieldKind kind;
+} SpField;
+
+/*
+ * A record shape: its fields in output order. A SQL NULL column omits its
+ * key (unset optionals are omitted, never null); required fields come from
+ * NOT NULL columns.
+ */
+typedef struct SpRecord
+{
+	const SpField *fields;
+	int			nfields;
+} SpRecord;
+
+#define SP_RECORD(fields) {(fields), lengthof(fields)}
+
+extern int	SpColumn(const char *name);
+extern void SpAppendRecord(StringInfo buf, int row, const SpRecord *record);
+
 extern Datum SpRowsJson(SpQuery *q, SpArgs *args, bool read_only, SpRowWriter writer,
 						bool single, MemoryContext outer, bool *isnull);
 extern Datum SpReadJson(FunctionCallInfo fcinfo, SpQuery *q, SpArgs *args, SpRowWriter writer,
 						bool single);
-extern Datum SpLookupJson(FunctionCallInfo fcinfo, SpQuery *q, const char *argname,
-						  SpRowWriter writer, bool single);
+
+/*
+ * The common read method: argument 0 is an identifier named argname; return
+ * the matching record (SQL NULL when none) or the array of matching records.
+ * Inline, so the SPI layer never calls the validators (they call it).
+ */
+static inline Datum
+SpLookupJson(FunctionCallInfo fcinfo, SpQuery *q, const char *argname, SpRowWriter writer,
+			 bool single)
+{
+	SpArgs		args;
+
+	SpArgsInit(&args);
+	SpArgText(&args, CheckIdArg(fcinfo, 0, argname, SP_ID_MAX_BYTES));
+	return SpReadJson(fcinfo, q, &args, writer, single);
+}
 
 extern Datum SpCreateOrResume(FunctionCallInfo fcinfo, SpQuery *insert, SpArgs *insert_args,
 							  SpQuery *select, const char *id, SpRowWriter writer);

@@ -64,15 +64,30 @@ static SpQuery instance_delete_stmt = {
 	1, {TEXTOID}
 };
 
-/* The SandboxInstanceRecord: only the seven record keys, read by column name. */
-static const SpField instance_fields[] = {
-	{"key", "instance_key", SPF_STRING},
-	{"provider", "provider", SPF_STRING},
-	{"providerSandboxId", "provider_sandbox_id", SPF_STRING},
-	{"latestSnapshotId", "latest_snapshot_id", SPF_STRING},
-	{"threadId", "thread_id", SPF_STRING},
-	{"latestRunId", "latest_run_id", SPF_STRING},
-	{"updatedAt", "updated_at", SPF_INT64}
+/*
+ * The SandboxInstanceRecord: only the seven record keys, read by column name.
+ * upsert takes the same keys, so the field names also index its input.
+ */
+typedef enum InstanceField
+{
+	INSTANCE_KEY,
+	INSTANCE_PROVIDER,
+	INSTANCE_PROVIDER_SANDBOX_ID,
+	INSTANCE_LATEST_SNAPSHOT_ID,
+	INSTANCE_THREAD_ID,
+	INSTANCE_LATEST_RUN_ID,
+	INSTANCE_UPDATED_AT,
+	INSTANCE_NFIELDS
+} InstanceField;
+
+static const SpField instance_fields[INSTANCE_NFIELDS] = {
+	[INSTANCE_KEY] = {"key", "instance_key", SPF_STRING},
+	[INSTANCE_PROVIDER] = {"provider", "provider", SPF_STRING},
+	[INSTANCE_PROVIDER_SANDBOX_ID] = {"providerSandboxId", "provider_sandbox_id", SPF_STRING},
+	[INSTANCE_LATEST_SNAPSHOT_ID] = {"latestSnapshotId", "latest_snapshot_id", SPF_STRING},
+	[INSTANCE_THREAD_ID] = {"threadId", "thread_id", SPF_STRING},
+	[INSTANCE_LATEST_RUN_ID] = {"latestRunId", "latest_run_id", SPF_STRING},
+	[INSTANCE_UPDATED_AT] = {"updatedAt", "updated_at", SPF_INT64}
 };
 static const SpRecord instance_record = SP_RECORD(instance_fields);
 
@@ -94,24 +109,20 @@ instance_get(PG_FUNCTION_ARGS)
 Datum
 instance_upsert(PG_FUNCTION_ARGS)
 {
-	static const char *const names[] = {
-		"key", "provider", "providerSandboxId", "latestSnapshotId", "threadId",
-		"latestRunId", "updatedAt"
-	};
 	SpJson	   *rec = CheckJsonObjectArg(fcinfo, 0, "record");
-	SpJson	   *f[lengthof(names)];
+	SpJson	   *f[INSTANCE_NFIELDS];
 	SpArgs		args;
 
-	SpJsonMembers(rec, names, lengthof(names), f, "a sandbox instance record", false,
-				  ERRCODE_INVALID_PARAMETER_VALUE, -1);
+	CheckRecordMembers(rec, &instance_record, f, "a sandbox instance record");
 	SpArgsInit(&args);
-	SpArgText(&args, CheckIdJson(f[0], "key", SP_ID_MAX_BYTES));
-	SpArgText(&args, CheckStringJson(f[1], "provider"));
-	SpArgText(&args, CheckStringJson(f[2], "providerSandboxId"));
-	SpArgText(&args, CheckOptStringJson(f[3], "latestSnapshotId"));
-	SpArgText(&args, CheckIdJson(f[4], "threadId", SP_ID_MAX_BYTES));
-	SpArgText(&args, CheckOptStringMaxJson(f[5], "latestRunId", SP_ID_MAX_BYTES));
-	SpArgInt64(&args, CheckIntJson(f[6], "updatedAt", -SP_MAX_SAFE_INTEGER));
+	SpArgText(&args, CheckIdJson(f[INSTANCE_KEY], "key", SP_ID_MAX_BYTES));
+	SpArgText(&args, CheckStringJson(f[INSTANCE_PROVIDER], "provider"));
+	SpArgText(&args, CheckStringJson(f[INSTANCE_PROVIDER_SANDBOX_ID], "providerSandboxId"));
+	SpArgText(&args, CheckOptStringJson(f[INSTANCE_LATEST_SNAPSHOT_ID], "latestSnapshotId"));
+	SpArgText(&args, CheckIdJson(f[INSTANCE_THREAD_ID], "threadId", SP_ID_MAX_BYTES));
+	SpArgText(&args, CheckOptStringMaxJson(f[INSTANCE_LATEST_RUN_ID], "latestRunId",
+										   SP_ID_MAX_BYTES));
+	SpArgInt64(&args, CheckIntJson(f[INSTANCE_UPDATED_AT], "updatedAt", -SP_MAX_SAFE_INTEGER));
 
 	SPI_connect();
 	SpExec(&instance_upsert_stmt, &args, false, 0);

@@ -318,6 +318,8 @@ typedef struct SpRecord
 #define SP_RECORD(fields) {(fields), lengthof(fields)}
 
 extern int	SpColumn(const char *name);
+extern void CheckRecordMembers(const SpJson *obj, const SpRecord *record, SpJson **out,
+							   const char *what);
 extern void SpAppendRecord(StringInfo buf, int row, const SpRecord *record);
 
 extern Datum SpRowsJson(SpQuery *q, SpArgs *args, bool read_only, SpRowWriter writer,

@@ -408,6 +408,23 @@ CheckRowLimitArg(FunctionCallInfo fcinfo, int argno, const char *name, int64 dfl
 	return limit;
 }
 
+/*
+ * Look up the members of an input object that has exactly the keys of a
+ * record (a full-replace upsert): out[i] is the member for record->fields[i],
+ * NULL when absent; an unknown or repeated key is 22023.
+ */
+void
+CheckRecordMembers(const SpJson *obj, const SpRecord *record, SpJson **out, const char *what)
+{
+	const char **names = palloc(sizeof(char *) * record->nfields);
+
+	for (int i = 0; i < record->nfields; i++)
+		names[i] = record->fields[i].key;
+	SpJsonMembers(obj, names, record->nfields, out, what, false,
+				  ERRCODE_INVALID_PARAMETER_VALUE, -1);
+	pfree(names);
+}
+
 /* Read a required run status: one of the five RunStatus values. */
 const char *
 CheckRunStatusJson(const SpJson *node, const char *field)

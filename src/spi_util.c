@@ -223,42 +223,34 @@ SpGetBool(int row, int col, bool *out)
 static void
 SpAppendField(StringInfo buf, bool *first, const SpField *field, int row, int col)
 {
-	char	   *s;
-	int64		i;
-	double		d;
-	bool		b;
+	int64		i = 0;
+	double		d = 0;
+	bool		b = false;
 
+	if (SpIsNull(row, col))
+		return;
+	SpAppendKey(buf, first, field->key);
 	switch (field->kind)
 	{
 		case SPF_STRING:
+			SpAppendString(buf, SpGetText(row, col));
+			break;
 		case SPF_JSON:
-			if ((s = SpGetText(row, col)) == NULL)
-				return;
-			SpAppendKey(buf, first, field->key);
 			/* stored JSON is spliced verbatim; a stored JSON null is a value */
-			if (field->kind == SPF_JSON)
-				appendStringInfoString(buf, s);
-			else
-				SpAppendString(buf, s);
-			return;
+			appendStringInfoString(buf, SpGetText(row, col));
+			break;
 		case SPF_INT64:
-			if (!SpGetInt64(row, col, &i))
-				return;
-			SpAppendKey(buf, first, field->key);
+			SpGetInt64(row, col, &i);
 			SpAppendInt64(buf, i);
-			return;
+			break;
 		case SPF_DOUBLE:
-			if (!SpGetFloat8(row, col, &d))
-				return;
-			SpAppendKey(buf, first, field->key);
+			SpGetFloat8(row, col, &d);
 			SpAppendDouble(buf, d);
-			return;
+			break;
 		case SPF_BOOL:
-			if (!SpGetBool(row, col, &b))
-				return;
-			SpAppendKey(buf, first, field->key);
+			SpGetBool(row, col, &b);
 			appendStringInfoString(buf, b ? "true" : "false");
-			return;
+			break;
 	}
 }
 

@@ -265,6 +265,15 @@ SpCheckRequiredJson(const SpJson *node, const char *field, const char *expected,
 		SpCheckFailAbsent(policy, node, field, expected);
 }
 
+/* Check that a required JSON value is present, not JSON null and of one kind. */
+static void
+SpCheckPresentKind(const SpJson *node, const char *field, SpJsonKind kind, const char *expected,
+				   SpCheckPolicy policy)
+{
+	SpCheckRequiredJson(node, field, expected, policy);
+	SpCheckKindJson(node, field, kind, expected, policy);
+}
+
 /* Decode a string node, refusing U+0000 and unpaired surrogates. */
 static char *
 SpCheckDecode(const SpJson *node, const char *field, int *len, SpCheckPolicy policy)
@@ -286,8 +295,7 @@ SpCheckIdJson(const SpJson *node, const char *field, int maxbytes, SpCheckPolicy
 	char	   *s;
 	int			len;
 
-	SpCheckRequiredJson(node, field, "a string", policy);
-	SpCheckKindJson(node, field, SPJ_STRING, "a string", policy);
+	SpCheckPresentKind(node, field, SPJ_STRING, "a string", policy);
 	s = SpCheckDecode(node, field, &len, policy);
 	SpCheckIdBytes(len, field, maxbytes, policy);
 	return s;
@@ -308,8 +316,7 @@ SpCheckStringJson(const SpJson *node, const char *field, bool required, int maxb
 
 	if (!required && (node == NULL || node->kind == SPJ_NULL))
 		return NULL;
-	SpCheckRequiredJson(node, field, "a string", policy);
-	SpCheckKindJson(node, field, SPJ_STRING, "a string", policy);
+	SpCheckPresentKind(node, field, SPJ_STRING, "a string", policy);
 	s = SpCheckDecode(node, field, &len, policy);
 	if (maxbytes >= 0 && len > maxbytes)
 		SpCheckFail(policy, &(SpProblem) {
@@ -324,8 +331,7 @@ SpCheckNumberJson(const SpJson *node, const char *field, SpCheckPolicy policy)
 {
 	double		v = 0;
 
-	SpCheckRequiredJson(node, field, "a number", policy);
-	SpCheckKindJson(node, field, SPJ_NUMBER, "a number", policy);
+	SpCheckPresentKind(node, field, SPJ_NUMBER, "a number", policy);
 	if (!SpJsonGetDouble(node, &v))
 		SpCheckFail(policy, &(SpProblem) {
 			.kind = SPP_NOT_FINITE, .field = field, .node = node
@@ -355,8 +361,7 @@ CheckIntJson(const SpJson *node, const char *field, int64 minval)
 {
 	int64		v = 0;
 
-	SpCheckRequiredJson(node, field, "a number", SP_CHECK_PLAIN);
-	SpCheckKindJson(node, field, SPJ_NUMBER, "a number", SP_CHECK_PLAIN);
+	SpCheckPresentKind(node, field, SPJ_NUMBER, "a number", SP_CHECK_PLAIN);
 	switch (SpJsonGetInt(node, &v))
 	{
 		case SPI_NOT_INTEGRAL:

@@ -387,18 +387,22 @@ event_log_append(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(SpJsonResult(&result));
 }
 
-/* Append [{seq, chunk}, ...] of the current SPI result. */
+/* Append [{seq, chunk}, ...] of the n rows of the current SPI result. */
 static void
 LogAppendEntries(StringInfo buf, int n)
 {
+	/* the columns are found once per result, not once per entry */
+	int			seq_col = n > 0 ? SpColumn("seq") : 0;
+	int			chunk_col = n > 0 ? SpColumn("chunk") : 0;
+
 	appendStringInfoChar(buf, '[');
 	for (int i = 0; i < n; i++)
 	{
 		int64		seq = 0;
 
-		SpGetInt64(i, SpColumn("seq"), &seq);
+		SpGetInt64(i, seq_col, &seq);
 		appendStringInfo(buf, "%s{\"seq\":" INT64_FORMAT ",\"chunk\":", i ? "," : "", seq);
-		appendStringInfoString(buf, SpGetText(i, SpColumn("chunk")));
+		appendStringInfoString(buf, SpGetText(i, chunk_col));
 		appendStringInfoChar(buf, '}');
 	}
 	appendStringInfoChar(buf, ']');

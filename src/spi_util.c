@@ -219,37 +219,49 @@ SpGetBool(int row, int col, bool *out)
 	return !isnull;
 }
 
-/* Append one field of a record, unless its column is SQL NULL (then its key is omitted). */
+/*
+ * The column of `name` in the current result, trying `guess` first: record
+ * column lists follow their descriptor, so one name comparison usually
+ * settles it and the search by name (SpColumn) is the fallback.
+ */
+static int
+SpColumnNear(const char *name, int guess)
+{
+	TupleDesc	desc = SPI_tuptable->tupdesc;
+
+	if (guess >= 1 && guess <= desc->natts &&
+		strcmp(NameStr(TupleDescAttr(desc, guess - 1)->attname), name) == 0)
+		return guess;
+	return SpColumn(name);
+}
+
+/* Append one field of a record from column col, unless it is SQL NULL (then its key is omitted). */
 static void
 SpAppendField(StringInfo buf, bool *first, const SpField *field, int row, int col)
 {
-	int64		i = 0;
-	double		d = 0;
-	bool		b = false;
+	bool		isnull;
+	Datum		d = SpGetDatum(row, col, &isnull);
 
-	if (SpIsNull(row, col))
+	if (isnull)
 		return;
 	SpAppendKey(buf, first, field->key);
 	switch (field->kind)
 	{
 		case SPF_STRING:
-			SpAppendString(buf, SpGetText(row, col));
+			SpAppendString(buf, TextDatumGetCString(d));
 			break;
 		case SPF_JSON:
 			/* stored JSON is spliced verbatim; a stored JSON null is a value */
-			appendStringInfoString(buf, SpGetText(row, col));
+			appendStringInfoString(buf, TextDatumGetCString(d));
 			break;
 		case SPF_INT64:
-			SpGetInt64(row, col, &i);
-			SpAppendInt64(buf, i);
+			SpAppendInt64(buf, DatumGetInt64(d));
 			break;
 		case SPF_DOUBLE:
-			SpGetFloat8(row, col, &d);
-			SpAppendDouble(buf, d);
+			SpAppendDouble(buf, DatumGetFloat8(d));
 			break;
 		case SPF_BOOL:
-			SpGetBool(row, col, &b);
-			appendStringInfoString(buf, b ? "true" : "false");
+			appendStringInfoString(buf, DatumGetBool(d) ? "true" : "false");
 			break;
 	}
 }
@@ -263,11 +275,14 @@ void
 SpAppendRecord(StringInfo buf, int row, const SpRecord *record)
 {
 	bool		first = true;
+	int			col = 0;
 
 	appendStringInfoChar(buf, '{');
 	for (int i = 0; i < record->nfields; i++)
-		SpAppendField(buf, &first, &record->fields[i], row,
-					  SpColumn(record->fields[i].column));
+	{
+		col = SpColumnNear(record->fields[i].column, col + 1);
+		SpAppendField(buf, &first, &record->fields[i], row, col);
+	}
 	appendStringInfoChar(buf, '}');
 }
 

@@ -29,16 +29,16 @@ _reset_for_tests(PG_FUNCTION_ARGS)
 	 * restart the sequences, whichever store added them.
 	 */
 	if (SPI_execute("SELECT 'TRUNCATE ' || string_agg(c.oid::regclass::text, ', ')"
-					"   FILTER (WHERE c.relkind = 'r') || ' RESTART IDENTITY',"
+					"   FILTER (WHERE c.relkind = 'r') || ' RESTART IDENTITY' AS truncate,"
 					" string_agg(pg_catalog.format('ALTER SEQUENCE %s RESTART', c.oid::regclass), '; ')"
-					"   FILTER (WHERE c.relkind = 'S')"
+					"   FILTER (WHERE c.relkind = 'S') AS restart"
 					" FROM pg_catalog.pg_extension e, unnest(e.extconfig) AS t(oid)"
 					" JOIN pg_catalog.pg_class c ON c.oid = t.oid"
 					" WHERE e.extname = 'sandbox_persist'",
 					true, 1) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not list the sandbox_persist tables");
-	truncate = SpGetText(0, 1);
-	restart = SpGetText(0, 2);
+	truncate = SpGetText(0, SpColumn("truncate"));
+	restart = SpGetText(0, SpColumn("restart"));
 	if (SPI_execute(truncate, false, 0) != SPI_OK_UTILITY ||
 		(restart != NULL && SPI_execute(restart, false, 0) != SPI_OK_UTILITY))
 		elog(ERROR, "could not reset the sandbox_persist tables");

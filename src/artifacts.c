@@ -25,7 +25,7 @@ PG_FUNCTION_INFO_V1(artifact_list_for_thread);
 PG_FUNCTION_INFO_V1(artifact_delete);
 PG_FUNCTION_INFO_V1(artifact_delete_for_run);
 
-/* The columns ArtifactAppendRecord reads, in its order. */
+/* The columns artifact_fields reads (by name: their order is free). */
 #define ARTIFACT_COLUMNS \
 	"artifact_id, run_id, thread_id, blob_key, name, mime_type, size, source_url, created_at"
 
@@ -69,43 +69,42 @@ static SpQuery artifact_delete_run_stmt = {
 	1, {TEXTOID}
 };
 
-/* Append the ArtifactRecord of SPI result row `row`, omitting unset optionals. */
+/*
+ * The ArtifactRecord, read by column name; unset optionals are omitted. save
+ * takes the same keys, so the field names also index its input.
+ */
+typedef enum ArtifactField
+{
+	ARTIFACT_ID,
+	ARTIFACT_RUN_ID,
+	ARTIFACT_THREAD_ID,
+	ARTIFACT_BLOB_KEY,
+	ARTIFACT_NAME,
+	ARTIFACT_MIME_TYPE,
+	ARTIFACT_SIZE,
+	ARTIFACT_SOURCE_URL,
+	ARTIFACT_CREATED_AT,
+	ARTIFACT_NFIELDS
+} ArtifactField;
+
+static const SpField artifact_fields[ARTIFACT_NFIELDS] = {
+	[ARTIFACT_ID] = {"artifactId", "artifact_id", SPF_STRING},
+	[ARTIFACT_RUN_ID] = {"runId", "run_id", SPF_STRING},
+	[ARTIFACT_THREAD_ID] = {"threadId", "thread_id", SPF_STRING},
+	[ARTIFACT_BLOB_KEY] = {"blobKey", "blob_key", SPF_STRING},
+	[ARTIFACT_NAME] = {"name", "name", SPF_STRING},
+	[ARTIFACT_MIME_TYPE] = {"mimeType", "mime_type", SPF_STRING},
+	[ARTIFACT_SIZE] = {"size", "size", SPF_INT64},
+	[ARTIFACT_SOURCE_URL] = {"sourceUrl", "source_url", SPF_STRING},
+	[ARTIFACT_CREATED_AT] = {"createdAt", "created_at", SPF_DOUBLE}
+};
+static const SpRecord artifact_record = SP_RECORD(artifact_fields);
+
+/* Append the ArtifactRecord of SPI result row `row`. */
 static void
 ArtifactAppendRecord(StringInfo buf, int row)
 {
-	bool		first = true;
-	char	   *s;
-	int64		size = 0;
-	double		created_at = 0;
-
-	appendStringInfoChar(buf, '{');
-	SpAppendKey(buf, &first, "artifactId");
-	SpAppendString(buf, SpGetText(row, 1));
-	SpAppendKey(buf, &first, "runId");
-	SpAppendString(buf, SpGetText(row, 2));
-	SpAppendKey(buf, &first, "threadId");
-	SpAppendString(buf, SpGetText(row, 3));
-	if ((s = SpGetText(row, 4)) != NULL)
-	{
-		SpAppendKey(buf, &first, "blobKey");
-		SpAppendString(buf, s);
-	}
-	SpAppendKey(buf, &first, "name");
-	SpAppendString(buf, SpGetText(row, 5));
-	SpAppendKey(buf, &first, "mimeType");
-	SpAppendString(buf, SpGetText(row, 6));
-	SpGetInt64(row, 7, &size);
-	SpAppendKey(buf, &first, "size");
-	SpAppendInt64(buf, size);
-	if ((s = SpGetText(row, 8)) != NULL)
-	{
-		SpAppendKey(buf, &first, "sourceUrl");
-		SpAppendString(buf, s);
-	}
-	SpGetFloat8(row, 9, &created_at);
-	SpAppendKey(buf, &first, "createdAt");
-	SpAppendDouble(buf, created_at);
-	appendStringInfoChar(buf, '}');
+	SpAppendRecord(buf, row, &artifact_record);
 }
 
 /* Run a DELETE keyed by one text argument and return the rows it removed. */
@@ -131,30 +130,27 @@ ArtifactDelete(FunctionCallInfo fcinfo, SpQuery *q, const char *argname)
 Datum
 artifact_save(PG_FUNCTION_ARGS)
 {
-	static const char *const names[] = {
-		"artifactId", "runId", "threadId", "blobKey", "name", "mimeType", "size",
-		"sourceUrl", "createdAt"
-	};
 	SpJson	   *rec = CheckJsonObjectArg(fcinfo, 0, "record");
-	SpJson	   *f[lengthof(names)];
+	SpJson	   *f[ARTIFACT_NFIELDS];
+	SpJson	   *key;
 	SpArgs		args;
 
-	SpJsonMembers(rec, names, lengthof(names), f, "an artifact record", false,
-				  ERRCODE_INVALID_PARAMETER_VALUE, -1);
+	CheckRecordMembers(rec, &artifact_record, f, "an artifact record");
 	SpArgsInit(&args);
-	SpArgText(&args, CheckIdJson(f[0], "artifactId", SP_ID_MAX_BYTES));
-	SpArgText(&args, CheckIdJson(f[1], "runId", SP_ID_MAX_BYTES));
-	SpArgText(&args, CheckIdJson(f[2], "threadId", SP_ID_MAX_BYTES));
+	SpArgText(&args, CheckIdJson(f[ARTIFACT_ID], "artifactId", SP_ID_MAX_BYTES));
+	SpArgText(&args, CheckIdJson(f[ARTIFACT_RUN_ID], "runId", SP_ID_MAX_BYTES));
+	SpArgText(&args, CheckIdJson(f[ARTIFACT_THREAD_ID], "threadId", SP_ID_MAX_BYTES));
 	/* blobKey names a blob, so it follows the blob key rules when present */
-	if (f[3] == NULL || f[3]->kind == SPJ_NULL)
+	key = f[ARTIFACT_BLOB_KEY];
+	if (key == NULL || key->kind == SPJ_NULL)
 		SpArgNull(&args);
 	else
-		SpArgText(&args, CheckIdJson(f[3], "blobKey", SP_KEY_MAX_BYTES));
-	SpArgText(&args, CheckStringJson(f[4], "name"));
-	SpArgText(&args, CheckStringJson(f[5], "mimeType"));
-	SpArgInt64(&args, CheckIntJson(f[6], "size", 0));
-	SpArgText(&args, CheckOptStringJson(f[7], "sourceUrl"));
-	SpArgFloat8(&args, CheckNumberJson(f[8], "createdAt"));
+		SpArgText(&args, CheckIdJson(key, "blobKey", SP_KEY_MAX_BYTES));
+	SpArgText(&args, CheckStringJson(f[ARTIFACT_NAME], "name"));
+	SpArgText(&args, CheckStringJson(f[ARTIFACT_MIME_TYPE], "mimeType"));
+	SpArgInt64(&args, CheckIntJson(f[ARTIFACT_SIZE], "size", 0));
+	SpArgText(&args, CheckOptStringJson(f[ARTIFACT_SOURCE_URL], "sourceUrl"));
+	SpArgFloat8(&args, CheckNumberJson(f[ARTIFACT_CREATED_AT], "createdAt"));
 
 	SPI_connect();
 	SpExec(&artifact_upsert, &args, false, 0);

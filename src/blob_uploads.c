@@ -194,11 +194,8 @@ blob_upload_append(PG_FUNCTION_ARGS)
 	int64		full;
 	StringInfoData result;
 
-	if (PG_ARGISNULL(1) || PG_ARGISNULL(2))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", PG_ARGISNULL(1) ? "at_offset" : "bytes"),
-				 errdetail("The value is required.")));
+	CheckArgNotNull(fcinfo, 1, "at_offset", NULL);
+	CheckArgNotNull(fcinfo, 2, "bytes", NULL);
 	at_offset = PG_GETARG_INT64(1);
 	piece = PG_GETARG_BYTEA_PP(2);
 	piece_len = VARSIZE_ANY_EXHDR(piece);

@@ -91,11 +91,7 @@ blob_put(PG_FUNCTION_ARGS)
 	Datum		record = (Datum) 0;
 	bool		found = false;
 
-	if (PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("body must not be null"),
-				 errdetail("An empty object is an empty bytea, not NULL.")));
+	CheckArgNotNull(fcinfo, 1, "body", "An empty object is an empty bytea, not NULL.");
 	body = PG_GETARG_BYTEA_PP(1);
 	BlobReadOptions(fcinfo, 2, &opts);
 	now = SpNowMs(fcinfo, 3);
@@ -333,7 +329,7 @@ blob_list(PG_FUNCTION_ARGS)
 {
 	char	   *prefix = PG_ARGISNULL(0) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(0));
 	char	   *cursor = PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1));
-	int64		limit = PG_ARGISNULL(2) ? -1 : PG_GETARG_INT32(2);
+	int64		limit = CheckRowLimitArg(fcinfo, 2, "page_limit", SP_NO_ROW_LIMIT);
 	MemoryContext outer = CurrentMemoryContext;
 	MemoryContext spi;
 	StringInfoData buf;
@@ -342,11 +338,6 @@ blob_list(PG_FUNCTION_ARGS)
 	int			n;
 	int			shown;
 
-	if (!PG_ARGISNULL(2) && limit < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("page_limit must not be negative"),
-				 errdetail("A limit of " INT64_FORMAT " was given.", limit)));
 	initStringInfo(&buf);
 	if (limit == 0)
 	{

@@ -276,70 +276,6 @@ CkptValidateArtifacts(const SpJson *artifacts, CkptEntries *out)
 	appendStringInfoChar(&out->artifacts, ']');
 }
 
-/* Raise INVALID_ID for an identifier field. */
-static void
-CkptInvalidId(const char *field, const char *problem)
-{
-	sp_error(SP_SNAPSHOT_INVALID_ID,
-			 ("invalid checkpoint identifier %s", field),
-			 "%s %s.", field, problem);
-}
-
-/* Apply the identifier rules to decoded bytes. */
-static void
-CkptCheckIdBytes(const char *field, int len)
-{
-	if (len == 0)
-		CkptInvalidId(field, "must not be empty");
-	if (len > SP_ID_MAX_BYTES)
-		CkptInvalidId(field, psprintf("has %d UTF-8 bytes; the limit is %d", len, SP_ID_MAX_BYTES));
-}
-
-/* Read an identifier field of checkpoint input; every problem is INVALID_ID. */
-char *
-CkptCheckId(const SpJson *node, const char *field)
-{
-	char	   *s;
-	int			len;
-	SpStringStatus st;
-
-	if (node == NULL || node->kind != SPJ_STRING)
-		CkptInvalidId(field, psprintf("must be a string, not %s",
-									  node == NULL ? "absent" : SpJsonKindName(node->kind)));
-	st = SpJsonDecodeString(node->raw, node->rawlen, &s, &len);
-	if (st != SPS_OK)
-		CkptInvalidId(field, st == SPS_NUL ? "contains U+0000" : "contains an unpaired surrogate");
-	CkptCheckIdBytes(field, len);
-	return s;
-}
-
-/* Read an identifier argument of type text; SQL NULL is INVALID_ID too. */
-char *
-CkptCheckIdArg(FunctionCallInfo fcinfo, int argno, const char *name)
-{
-	text	   *t;
-
-	if (PG_ARGISNULL(argno))
-		CkptInvalidId(name, "must not be null");
-	t = PG_GETARG_TEXT_PP(argno);
-	CkptCheckIdBytes(name, VARSIZE_ANY_EXHDR(t));
-	return text_to_cstring(t);
-}
-
-/* Read a json input argument; SQL NULL or a non-object has no identifiers. */
-SpJson *
-CkptInputArg(FunctionCallInfo fcinfo, int argno, const char *name)
-{
-	SpJson	   *node;
-
-	if (PG_ARGISNULL(argno))
-		CkptInvalidId(name, "must not be null");
-	node = SpJsonParseText(PG_GETARG_TEXT_PP(argno));
-	if (node->kind != SPJ_OBJECT)
-		CkptInvalidId(name, psprintf("must be an object, not %s", SpJsonKindName(node->kind)));
-	return node;
-}
-
 /*
  * Member lookup that ignores unknown keys: identifiers are checked before
  * entries, so an unknown key is reported only later, by CkptMembers. A
@@ -368,42 +304,9 @@ CkptReadWriterThread(const SpJson *writer)
 	SpJson	   *m[1];
 
 	if (writer == NULL || writer->kind != SPJ_OBJECT)
-		CkptInvalidId("writer.threadId", "is missing: writer must be an object");
+		return CkptCheckId(NULL, "writer.threadId");	/* absent: INVALID_ID */
 	SpJsonMembers(writer, names, 1, m, "writer", true, 0, SP_SNAPSHOT_INVALID_ENTRY);
 	return CkptCheckId(m[0], "writer.threadId");
-}
-
-/* Read a createdAt that must be a finite JSON number (else INVALID_ENTRY). */
-double
-CkptCheckCreatedAt(const SpJson *node, const char *field)
-{
-	double		v;
-
-	if (node == NULL || node->kind != SPJ_NUMBER || !SpJsonGetDouble(node, &v))
-		sp_error(SP_SNAPSHOT_INVALID_ENTRY,
-				 ("invalid checkpoint %s", field),
-				 "%s must be a finite number.", field);
-	return v;
-}
-
-/* Read an optional text field of the header: NULL when absent or JSON null. */
-char *
-CkptEntryText(const SpJson *node, const char *field)
-{
-	char	   *s;
-	int			len;
-
-	if (node == NULL || node->kind == SPJ_NULL)
-		return NULL;
-	if (node->kind != SPJ_STRING)
-		sp_error(SP_SNAPSHOT_INVALID_ENTRY,
-				 ("invalid checkpoint %s", field),
-				 "%s must be a string, not %s.", field, SpJsonKindName(node->kind));
-	if (SpJsonDecodeString(node->raw, node->rawlen, &s, &len) != SPS_OK)
-		sp_error(SP_SNAPSHOT_INVALID_ENTRY,
-				 ("invalid checkpoint %s", field),
-				 "%s contains U+0000 or an unpaired surrogate.", field);
-	return s;
 }
 
 /* Build a text[] datum from C strings. */

@@ -381,13 +381,9 @@ CkptAppend(FunctionCallInfo fcinfo, CkptLayout layout)
 				 "checkpoint must be an object.");
 	CkptMembers(top[0], names, lengthof(names), c, "a checkpoint");
 	created_at = CkptCheckCreatedAt(c[3], "createdAt");
-	if (c[4] == NULL || c[4]->kind != SPJ_STRING)
-		sp_error(SP_SNAPSHOT_INVALID_ENTRY,
-				 ("invalid checkpoint reason"),
-				 "reason must be a string.");
-	reason = CkptEntryText(c[4], "reason");
-	label = CkptEntryText(c[5], "label");
-	source_run = CkptEntryText(c[6], "sourceRunId");
+	reason = CkptEntryText(c[4], "reason", true);
+	label = CkptEntryText(c[5], "label", false);
+	source_run = CkptEntryText(c[6], "sourceRunId", false);
 	CkptValidateFiles(c[7], &entries);
 	CkptValidateArtifacts(c[8], &entries);
 	ConvSplit(fcinfo, 1, &msgs);

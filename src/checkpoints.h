@@ -85,17 +85,52 @@ typedef struct ConvStored
 	"    AND l.pos >= lower(r.rg) AND l.pos < upper(r.rg)" \
 	"   JOIN sandbox_persist.conversation_messages m ON m.message_id = l.message_id)"
 
-/* checkpoint_entries.c: identifiers and entries of checkpoint input */
-extern char *CkptCheckId(const SpJson *node, const char *field);
-extern char *CkptCheckIdArg(FunctionCallInfo fcinfo, int argno, const char *name);
-extern SpJson *CkptInputArg(FunctionCallInfo fcinfo, int argno, const char *name);
+/*
+ * Checkpoint input checks: the validator family (validate.c) with the
+ * checkpoint policies, so every problem is SP007 (identifiers) or SP008.
+ */
+
+/* Read an identifier field of checkpoint input; every problem is INVALID_ID. */
+static inline char *
+CkptCheckId(const SpJson *node, const char *field)
+{
+	return SpCheckIdJson(node, field, SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
+}
+
+/* Read an identifier argument of type text; SQL NULL is INVALID_ID too. */
+static inline char *
+CkptCheckIdArg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	return SpCheckIdArg(fcinfo, argno, name, SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
+}
+
+/* Read a json input argument; SQL NULL or a non-object has no identifiers. */
+static inline SpJson *
+CkptInputArg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	return SpCheckJsonKindArg(fcinfo, argno, name, SPJ_OBJECT, "an object", SP_CHECK_CKPT_ID);
+}
+
+/* Read a createdAt that must be a finite JSON number (else INVALID_ENTRY). */
+static inline double
+CkptCheckCreatedAt(const SpJson *node, const char *field)
+{
+	return SpCheckNumberJson(node, field, SP_CHECK_CKPT_ENTRY);
+}
+
+/* Read a text field of the header (INVALID_ENTRY); optional ones give NULL when absent or null. */
+static inline char *
+CkptEntryText(const SpJson *node, const char *field, bool required)
+{
+	return SpCheckStringJson(node, field, required, -1, SP_CHECK_CKPT_ENTRY);
+}
+
+/* checkpoint_entries.c: member lookups and entries of checkpoint input */
 extern void CkptLookup(const SpJson *obj, const char *const *names, int nnames,
 					   SpJson **out);
 extern void CkptMembers(const SpJson *obj, const char *const *names, int nnames,
 						SpJson **out, const char *what);
 extern char *CkptReadWriterThread(const SpJson *writer);
-extern double CkptCheckCreatedAt(const SpJson *node, const char *field);
-extern char *CkptEntryText(const SpJson *node, const char *field);
 extern void CkptValidateFiles(const SpJson *files, CkptEntries *out);
 extern void CkptValidateArtifacts(const SpJson *artifacts, CkptEntries *out);
 extern Datum CkptTextArray(char **items, int n);

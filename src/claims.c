@@ -52,12 +52,12 @@ run_claim(PG_FUNCTION_ARGS)
 	{
 		int64		epoch = 0;
 
-		SpGetInt64(0, 1, &epoch);
+		SpGetInt64(0, SpColumn("driver_epoch"), &epoch);
 		MemoryContextSwitchTo(outer);
 		initStringInfo(&buf);
 		appendStringInfo(&buf, "{\"outcome\":\"claimed\",\"epoch\":" INT64_FORMAT ",\"threadId\":",
 						 epoch);
-		SpAppendString(&buf, SpGetText(0, 2));
+		SpAppendString(&buf, SpGetText(0, SpColumn("thread_id")));
 		appendStringInfoChar(&buf, '}');
 		MemoryContextSwitchTo(spi);
 	}

@@ -29,6 +29,9 @@ PG_FUNCTION_INFO_V1(event_log_read);
 PG_FUNCTION_INFO_V1(event_log_close);
 PG_FUNCTION_INFO_V1(event_log_snapshot);
 
+/* max_rows of event_log_read when left out or NULL: the SQL signature's DEFAULT. */
+#define LOG_READ_DEFAULT_ROWS 1000
+
 static SpQuery log_create = {
 	"INSERT INTO sandbox_persist.event_logs (run_id, created_at, last_append_at)"
 	" VALUES ($1, $2, $2) ON CONFLICT (run_id) DO NOTHING",
@@ -36,13 +39,13 @@ static SpQuery log_create = {
 };
 
 static SpQuery log_lock = {
-	"SELECT log_id, tail_seq, closed_at IS NOT NULL FROM sandbox_persist.event_logs"
+	"SELECT log_id, tail_seq, closed_at IS NOT NULL AS closed FROM sandbox_persist.event_logs"
 	" WHERE run_id = $1 FOR UPDATE",
 	1, {TEXTOID}
 };
 
 static SpQuery log_producer = {
-	"SELECT first_seq, chunk_count FROM sandbox_persist.event_log_producers"
+	"SELECT first_seq, chunk_count::bigint FROM sandbox_persist.event_log_producers"
 	" WHERE log_id = $1 AND producer_id = $2::uuid AND producer_seq = $3",
 	3, {INT8OID, TEXTOID, INT8OID}
 };
@@ -81,7 +84,7 @@ static SpQuery log_advance = {
 };
 
 static SpQuery log_select = {
-	"SELECT log_id, tail_seq, closed_at IS NOT NULL FROM sandbox_persist.event_logs"
+	"SELECT log_id, tail_seq, closed_at IS NOT NULL AS closed FROM sandbox_persist.event_logs"
 	" WHERE run_id = $1",
 	1, {TEXTOID}
 };
@@ -125,40 +128,34 @@ LogAppendSeqs(StringInfo buf, int64 first, int n)
 	appendStringInfoChar(buf, ']');
 }
 
-/*
- * event_log_append(run_id text, chunks json, options json) -> json: append a
- * batch atomically and return one sequence number per chunk, in order.
- * options = {producerId?, producerSeq?, fenceEpoch?}.
- */
-Datum
-event_log_append(PG_FUNCTION_ARGS)
+/* The options of one append; producer_id NULL when the append is not idempotent. */
+typedef struct LogAppendOptions
+{
+	char	   *producer_id;
+	int64		producer_seq;
+	bool		fenced;
+	int64		fence_epoch;
+} LogAppendOptions;
+
+/* The locked event_logs row of one run. */
+typedef struct LogRow
+{
+	int64		log_id;
+	int64		tail;
+	bool		closed;
+} LogRow;
+
+/* Read options = {producerId?, producerSeq?, fenceEpoch?}; SQL NULL means none. */
+static void
+LogReadOptions(FunctionCallInfo fcinfo, int argno, LogAppendOptions *out)
 {
 	static const char *const names[] = {"producerId", "producerSeq", "fenceEpoch"};
-	char	   *run_id = CheckIdArg(fcinfo, 0, "run_id", SP_ID_MAX_BYTES);
-	SpJson	   *chunks = CheckJsonArg(fcinfo, 1, "chunks");
 	SpJson	   *m[lengthof(names)] = {NULL, NULL, NULL};
-	char	   *producer_id = NULL;
-	int64		producer_seq = 0;
-	bool		fenced = false;
-	int64		fence_epoch = 0;
-	int64		now = SpNowMs(fcinfo, -1);
-	Datum	   *texts;
-	SpArgs		args;
-	int64		log_id = 0;
-	int64		tail = 0;
-	bool		closed = false;
-	bool		reopen = false;
-	int64		first_seq;
-	StringInfoData result;
 
-	if (chunks->kind != SPJ_ARRAY)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("chunks must be a JSON array"),
-				 errdetail("A JSON %s was given.", SpJsonKindName(chunks->kind))));
-	if (!PG_ARGISNULL(2))
+	memset(out, 0, sizeof(LogAppendOptions));
+	if (!PG_ARGISNULL(argno))
 	{
-		SpJson	   *opts = CheckJsonObjectArg(fcinfo, 2, "options");
+		SpJson	   *opts = CheckJsonObjectArg(fcinfo, argno, "options");
 
 		SpJsonMembers(opts, names, lengthof(names), m, "event log append options", false,
 					  ERRCODE_INVALID_PARAMETER_VALUE, -1);
@@ -170,21 +167,27 @@ event_log_append(PG_FUNCTION_ARGS)
 				 errdetail("An idempotent append names both its producer and its sequence number.")));
 	if (m[0] != NULL)
 	{
-		producer_id = CheckStringJson(m[0], "producerId");
-		if (!SpIsUuid(producer_id))
+		out->producer_id = CheckStringJson(m[0], "producerId");
+		if (!SpIsUuid(out->producer_id))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("producerId must be a UUID"),
-					 errdetail("\"%s\" is not a UUID.", producer_id)));
-		producer_seq = CheckIntJson(m[1], "producerSeq", 0);
+					 errdetail("\"%s\" is not a UUID.", out->producer_id)));
+		out->producer_seq = CheckIntJson(m[1], "producerSeq", 0);
 	}
 	if (m[2] != NULL)
 	{
-		fenced = true;
-		fence_epoch = CheckIntJson(m[2], "fenceEpoch", 0);
+		out->fenced = true;
+		out->fence_epoch = CheckIntJson(m[2], "fenceEpoch", 0);
 	}
-	/* every chunk is checked before anything is written */
-	texts = palloc(sizeof(Datum) * Max(chunks->count, 1));
+}
+
+/* Check that every chunk is an object and return their texts, before anything is written. */
+static Datum *
+LogChunkTexts(const SpJson *chunks)
+{
+	Datum	   *texts = palloc(sizeof(Datum) * Max(chunks->count, 1));
+
 	for (int i = 0; i < chunks->count; i++)
 	{
 		if (chunks->items[i]->kind != SPJ_OBJECT)
@@ -196,14 +199,27 @@ event_log_append(PG_FUNCTION_ARGS)
 		texts[i] = PointerGetDatum(cstring_to_text_with_len(chunks->items[i]->raw,
 															chunks->items[i]->rawlen));
 	}
-	initStringInfo(&result);
-	if (chunks->count == 0)
-	{
-		appendStringInfoString(&result, "[]");
-		PG_RETURN_DATUM(SpJsonResult(&result));
-	}
+	return texts;
+}
 
-	SPI_connect();
+/* Read log_id, tail and closed of the current SPI result's first row. */
+static void
+LogReadRow(LogRow *out)
+{
+	SpGetInt64(0, SpColumn("log_id"), &out->log_id);
+	SpGetInt64(0, SpColumn("tail_seq"), &out->tail);
+	SpGetBool(0, SpColumn("closed"), &out->closed);
+}
+
+/*
+ * Lock the run's log row FOR UPDATE until commit (commit order is sequence
+ * order), creating it on the first append. Inside SPI.
+ */
+static void
+LogLockOrCreate(const char *run_id, int64 now, LogRow *out)
+{
+	SpArgs		args;
+
 	/* the log usually exists: lock it; create it only on the first append */
 	SpArgsInit(&args);
 	SpArgText(&args, run_id);
@@ -217,107 +233,176 @@ event_log_append(PG_FUNCTION_ARGS)
 		SpArgText(&args, run_id);
 		SpExec(&log_lock, &args, false, 1);
 	}
-	SpGetInt64(0, 1, &log_id);
-	SpGetInt64(0, 2, &tail);
-	SpGetBool(0, 3, &closed);
+	LogReadRow(out);
+}
 
-	if (producer_id != NULL)
-	{
-		SpArgsInit(&args);
-		SpArgInt64(&args, log_id);
-		SpArgText(&args, producer_id);
-		SpArgInt64(&args, producer_seq);
-		if (SpExec(&log_producer, &args, false, 1) == 1)
-		{
-			int64		prev_first = 0;
-			int64		prev_count = 0;
-			bool		isnull;
+/*
+ * An idempotent append that was already committed: true and *first_seq set
+ * when (producerId, producerSeq) is in the ledger with the same chunk count;
+ * PRODUCER_SEQ_CONFLICT with another count. Inside SPI, under the log lock.
+ */
+static bool
+LogCommittedBefore(int64 log_id, const LogAppendOptions *opts, int nchunks, int64 *first_seq)
+{
+	SpArgs		args;
+	int64		prev_count = 0;
 
-			SpGetInt64(0, 1, &prev_first);
-			prev_count = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-													 SPI_tuptable->tupdesc, 2, &isnull));
-			if (prev_count != chunks->count)
-				sp_error(SP_EVENT_LOG_PRODUCER_SEQ_CONFLICT,
-						 ("event log producer sequence reused"),
-						 "Producer %s already appended " INT64_FORMAT " chunks as sequence "
-						 INT64_FORMAT ", not %d.", producer_id, prev_count, producer_seq,
-						 chunks->count);
-			SPI_finish();
-			/* a retry of a committed append: same numbers, nothing appended */
-			LogAppendSeqs(&result, prev_first, chunks->count);
-			PG_RETURN_DATUM(SpJsonResult(&result));
-		}
-	}
-	if (fenced)
-	{
-		int64		epoch = 0;
-		bool		has_epoch = false;
-
-		SpArgsInit(&args);
-		SpArgText(&args, run_id);
-		if (SpExec(&log_fence, &args, false, 1) == 1)
-			has_epoch = SpGetInt64(0, 1, &epoch);
-		if (!has_epoch || epoch != fence_epoch)
-			sp_error(SP_EVENT_LOG_FENCE_STALE,
-					 ("event log append fenced out"),
-					 "Run \"%s\" is not at driverEpoch " INT64_FORMAT "; this driver was superseded.",
-					 run_id, fence_epoch);
-	}
-	if (closed && sp_event_log_reopen == SP_REOPEN_IF_RUN_ACTIVE)
-	{
-		char	   *status = NULL;
-
-		SpArgsInit(&args);
-		SpArgText(&args, run_id);
-		if (SpExec(&log_run_status, &args, false, 1) == 1)
-			status = SpGetText(0, 1);
-		reopen = status != NULL &&
-			(strcmp(status, SP_RUN_RUNNING) == 0 || strcmp(status, SP_RUN_INTERRUPTED) == 0);
-	}
-
-	first_seq = tail + 1;
 	SpArgsInit(&args);
 	SpArgInt64(&args, log_id);
-	SpArgInt64(&args, tail);
-	SpArgDatum(&args, PointerGetDatum(construct_array(texts, chunks->count, JSONOID, -1,
+	SpArgText(&args, opts->producer_id);
+	SpArgInt64(&args, opts->producer_seq);
+	if (SpExec(&log_producer, &args, false, 1) == 0)
+		return false;
+	SpGetInt64(0, SpColumn("first_seq"), first_seq);
+	SpGetInt64(0, SpColumn("chunk_count"), &prev_count);
+	if (prev_count != nchunks)
+		sp_error(SP_EVENT_LOG_PRODUCER_SEQ_CONFLICT,
+				 ("event log producer sequence reused"),
+				 "Producer %s already appended " INT64_FORMAT " chunks as sequence "
+				 INT64_FORMAT ", not %d.", opts->producer_id, prev_count, opts->producer_seq,
+				 nchunks);
+	return true;
+}
+
+/* FENCE_STALE unless the run is at driverEpoch fence_epoch (run row FOR SHARE). Inside SPI. */
+static void
+LogCheckFence(const char *run_id, int64 fence_epoch)
+{
+	SpArgs		args;
+	int64		epoch = 0;
+	bool		has_epoch = false;
+
+	SpArgsInit(&args);
+	SpArgText(&args, run_id);
+	if (SpExec(&log_fence, &args, false, 1) == 1)
+		has_epoch = SpGetInt64(0, SpColumn("driver_epoch"), &epoch);
+	if (!has_epoch || epoch != fence_epoch)
+		sp_error(SP_EVENT_LOG_FENCE_STALE,
+				 ("event log append fenced out"),
+				 "Run \"%s\" is not at driverEpoch " INT64_FORMAT "; this driver was superseded.",
+				 run_id, fence_epoch);
+}
+
+/* Whether an append to a closed log reopens it: only for a running or interrupted run. */
+static bool
+LogReopens(const char *run_id)
+{
+	SpArgs		args;
+	char	   *status = NULL;
+
+	if (sp_event_log_reopen != SP_REOPEN_IF_RUN_ACTIVE)
+		return false;
+	SpArgsInit(&args);
+	SpArgText(&args, run_id);
+	if (SpExec(&log_run_status, &args, false, 1) == 1)
+		status = SpGetText(0, SpColumn("status"));
+	return status != NULL &&
+		(strcmp(status, SP_RUN_RUNNING) == 0 || strcmp(status, SP_RUN_INTERRUPTED) == 0);
+}
+
+/* Write the entries, the ledger row of an idempotent append and the new tail. Inside SPI. */
+static void
+LogWrite(const LogRow *log, const LogAppendOptions *opts, Datum *texts, int nchunks,
+		 bool reopen, int64 now)
+{
+	SpArgs		args;
+
+	SpArgsInit(&args);
+	SpArgInt64(&args, log->log_id);
+	SpArgInt64(&args, log->tail);
+	SpArgDatum(&args, PointerGetDatum(construct_array(texts, nchunks, JSONOID, -1,
 													  false, TYPALIGN_INT)));
 	SpExec(&log_insert_entries, &args, false, 0);
-	if (producer_id != NULL)
+	if (opts->producer_id != NULL)
 	{
 		SpArgsInit(&args);
-		SpArgInt64(&args, log_id);
-		SpArgText(&args, producer_id);
-		SpArgInt64(&args, producer_seq);
-		SpArgInt64(&args, first_seq);
-		SpArgDatum(&args, Int32GetDatum(chunks->count));
+		SpArgInt64(&args, log->log_id);
+		SpArgText(&args, opts->producer_id);
+		SpArgInt64(&args, opts->producer_seq);
+		SpArgInt64(&args, log->tail + 1);
+		SpArgDatum(&args, Int32GetDatum(nchunks));
 		SpExec(&log_insert_producer, &args, false, 0);
 	}
 	SpArgsInit(&args);
-	SpArgInt64(&args, log_id);
-	SpArgInt64(&args, tail + chunks->count);
-	SpArgBool(&args, closed);
+	SpArgInt64(&args, log->log_id);
+	SpArgInt64(&args, log->tail + nchunks);
+	SpArgBool(&args, log->closed);
 	SpArgBool(&args, reopen);
 	SpArgInt64(&args, now);
 	SpExec(&log_advance, &args, false, 0);
+}
+
+/*
+ * event_log_append(run_id text, chunks json, options json) -> json: append a
+ * batch atomically and return one sequence number per chunk, in order.
+ * options = {producerId?, producerSeq?, fenceEpoch?}. Order: input checks,
+ * the log lock, the idempotency ledger, the fence, then the write.
+ */
+Datum
+event_log_append(PG_FUNCTION_ARGS)
+{
+	char	   *run_id = CheckIdArg(fcinfo, 0, "run_id", SP_ID_MAX_BYTES);
+	SpJson	   *chunks = CheckJsonArg(fcinfo, 1, "chunks");
+	int64		now = SpNowMs(fcinfo, -1);
+	LogAppendOptions opts;
+	Datum	   *texts;
+	LogRow		log;
+	bool		reopen = false;
+	int64		first_seq;
+	StringInfoData result;
+
+	if (chunks->kind != SPJ_ARRAY)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("chunks must be a JSON array"),
+				 errdetail("A JSON %s was given.", SpJsonKindName(chunks->kind))));
+	LogReadOptions(fcinfo, 2, &opts);
+	texts = LogChunkTexts(chunks);
+	initStringInfo(&result);
+	if (chunks->count == 0)
+	{
+		appendStringInfoString(&result, "[]");
+		PG_RETURN_DATUM(SpJsonResult(&result));
+	}
+
+	SPI_connect();
+	LogLockOrCreate(run_id, now, &log);
+	if (opts.producer_id != NULL &&
+		LogCommittedBefore(log.log_id, &opts, chunks->count, &first_seq))
+	{
+		/* a retry of a committed append: same numbers, nothing appended */
+		SPI_finish();
+		LogAppendSeqs(&result, first_seq, chunks->count);
+		PG_RETURN_DATUM(SpJsonResult(&result));
+	}
+	if (opts.fenced)
+		LogCheckFence(run_id, opts.fence_epoch);
+	if (log.closed)
+		reopen = LogReopens(run_id);
+	LogWrite(&log, &opts, texts, chunks->count, reopen, now);
 	SPI_finish();
 
-	LogNotify(log_id);
-	LogAppendSeqs(&result, first_seq, chunks->count);
+	LogNotify(log.log_id);
+	LogAppendSeqs(&result, log.tail + 1, chunks->count);
 	PG_RETURN_DATUM(SpJsonResult(&result));
 }
 
-/* Append [{seq, chunk}, ...] of the current SPI result. */
+/* Append [{seq, chunk}, ...] of the n rows of the current SPI result. */
 static void
 LogAppendEntries(StringInfo buf, int n)
 {
+	/* the columns are found once per result, not once per entry */
+	int			seq_col = n > 0 ? SpColumn("seq") : 0;
+	int			chunk_col = n > 0 ? SpColumn("chunk") : 0;
+
 	appendStringInfoChar(buf, '[');
 	for (int i = 0; i < n; i++)
 	{
 		int64		seq = 0;
 
-		SpGetInt64(i, 1, &seq);
+		SpGetInt64(i, seq_col, &seq);
 		appendStringInfo(buf, "%s{\"seq\":" INT64_FORMAT ",\"chunk\":", i ? "," : "", seq);
-		appendStringInfoString(buf, SpGetText(i, 2));
+		appendStringInfoString(buf, SpGetText(i, chunk_col));
 		appendStringInfoChar(buf, '}');
 	}
 	appendStringInfoChar(buf, ']');
@@ -333,27 +418,22 @@ event_log_read(PG_FUNCTION_ARGS)
 {
 	char	   *run_id = CheckIdArg(fcinfo, 0, "run_id", SP_ID_MAX_BYTES);
 	int64		after;
-	int64		max_rows = PG_ARGISNULL(2) ? 1000 : PG_GETARG_INT32(2);
+	int64		max_rows;
 	MemoryContext outer = CurrentMemoryContext;
 	MemoryContext spi;
 	StringInfoData buf;
 	SpArgs		args;
-	int64		log_id = 0;
-	int64		tail = 0;
-	bool		closed = false;
+	LogRow		log;
 	int			n;
 
-	if (PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("after_seq must not be null"),
-				 errdetail("Read from the start with after_seq 0.")));
+	CheckArgNotNull(fcinfo, 1, "after_seq", "Read from the start with after_seq 0.");
 	after = PG_GETARG_INT64(1);
-	if (after < 0 || max_rows < 0)
+	if (after < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be negative", after < 0 ? "after_seq" : "max_rows"),
-				 errdetail("A value of " INT64_FORMAT " was given.", after < 0 ? after : max_rows)));
+				 errmsg("after_seq must not be negative"),
+				 errdetail("A value of " INT64_FORMAT " was given.", after)));
+	max_rows = CheckRowLimitArg(fcinfo, 2, "max_rows", LOG_READ_DEFAULT_ROWS);
 
 	SPI_connect();
 	SpArgsInit(&args);
@@ -369,27 +449,25 @@ event_log_read(PG_FUNCTION_ARGS)
 		appendStringInfoString(&buf, "{\"exists\":false,\"closed\":false,\"tail\":0,\"entries\":[]}");
 		PG_RETURN_DATUM(SpJsonResult(&buf));
 	}
-	SpGetInt64(0, 1, &log_id);
-	SpGetInt64(0, 2, &tail);
-	SpGetBool(0, 3, &closed);
-	if (after > tail)
+	LogReadRow(&log);
+	if (after > log.tail)
 		sp_error(SP_EVENT_LOG_OFFSET_OUT_OF_RANGE,
 				 ("event log offset out of range"),
 				 "The log of run \"%s\" ends at " INT64_FORMAT "; offset " INT64_FORMAT
-				 " is beyond it.", run_id, tail, after);
+				 " is beyond it.", run_id, log.tail, after);
 	n = 0;
-	if (max_rows > 0 && after < tail)
+	if (max_rows > 0 && after < log.tail)
 	{
 		SpArgsInit(&args);
-		SpArgInt64(&args, log_id);
+		SpArgInt64(&args, log.log_id);
 		SpArgInt64(&args, after);
-		SpArgInt64(&args, Min(tail, after + max_rows));
+		SpArgInt64(&args, Min(log.tail, after + max_rows));
 		n = SpExec(&log_entries, &args, true, 0);
 	}
 	spi = MemoryContextSwitchTo(outer);
 	initStringInfo(&buf);
 	appendStringInfo(&buf, "{\"logId\":" INT64_FORMAT ",\"exists\":true,\"closed\":%s,\"tail\":"
-					 INT64_FORMAT ",\"entries\":", log_id, closed ? "true" : "false", tail);
+					 INT64_FORMAT ",\"entries\":", log.log_id, log.closed ? "true" : "false", log.tail);
 	LogAppendEntries(&buf, n);
 	appendStringInfoChar(&buf, '}');
 	MemoryContextSwitchTo(spi);
@@ -413,7 +491,7 @@ event_log_close(PG_FUNCTION_ARGS)
 	SpArgText(&args, run_id);
 	SpArgInt64(&args, SpNowMs(fcinfo, -1));
 	SpExec(&log_close, &args, false, 1);
-	SpGetInt64(0, 1, &log_id);
+	SpGetInt64(0, SpColumn("log_id"), &log_id);
 	SPI_finish();
 	LogNotify(log_id);
 	PG_RETURN_VOID();
@@ -436,7 +514,7 @@ event_log_snapshot(PG_FUNCTION_ARGS)
 	SpArgText(&args, run_id);
 	if (SpExec(&log_select, &args, true, 1) == 1)
 	{
-		SpGetInt64(0, 1, &log_id);
+		SpGetInt64(0, SpColumn("log_id"), &log_id);
 		SpArgsInit(&args);
 		SpArgInt64(&args, log_id);
 		SpArgInt64(&args, 0);

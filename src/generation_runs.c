@@ -23,7 +23,7 @@ PG_FUNCTION_INFO_V1(generation_run_update);
 PG_FUNCTION_INFO_V1(generation_run_get);
 PG_FUNCTION_INFO_V1(generation_run_find_latest_for_thread);
 
-/* The columns GenRunAppendRecord reads, in its order. */
+/* The columns gen_run_fields reads (by name: their order is free). */
 #define GENERATION_RUN_COLUMNS \
 	"run_id, thread_id, activity, provider, model, status, started_at, finished_at," \
 	" error::text, result::text, artifacts::text, usage::text"
@@ -72,46 +72,31 @@ static SpQuery generation_run_latest = {
 	1, {TEXTOID}
 };
 
-/* Append the GenerationRunRecord of SPI result row `row`, omitting unset optionals. */
+/*
+ * The GenerationRunRecord, read by column name; unset optionals are omitted.
+ * Stored JSON is spliced verbatim; a stored JSON null result reads back as null.
+ */
+static const SpField gen_run_fields[] = {
+	{"runId", "run_id", SPF_STRING},
+	{"threadId", "thread_id", SPF_STRING},
+	{"activity", "activity", SPF_STRING},
+	{"provider", "provider", SPF_STRING},
+	{"model", "model", SPF_STRING},
+	{"status", "status", SPF_STRING},
+	{"startedAt", "started_at", SPF_INT64},
+	{"finishedAt", "finished_at", SPF_INT64},
+	{"error", "error", SPF_JSON},
+	{"result", "result", SPF_JSON},
+	{"artifacts", "artifacts", SPF_JSON},
+	{"usage", "usage", SPF_JSON}
+};
+static const SpRecord gen_run_record = SP_RECORD(gen_run_fields);
+
+/* Append the GenerationRunRecord of SPI result row `row`. */
 static void
 GenRunAppendRecord(StringInfo buf, int row)
 {
-	static const char *const opaque[] = {"error", "result", "artifacts", "usage"};
-	bool		first = true;
-	char	   *s;
-	int64		v;
-
-	appendStringInfoChar(buf, '{');
-	SpAppendKey(buf, &first, "runId");
-	SpAppendString(buf, SpGetText(row, 1));
-	SpAppendKey(buf, &first, "threadId");
-	SpAppendString(buf, SpGetText(row, 2));
-	SpAppendKey(buf, &first, "activity");
-	SpAppendString(buf, SpGetText(row, 3));
-	SpAppendKey(buf, &first, "provider");
-	SpAppendString(buf, SpGetText(row, 4));
-	SpAppendKey(buf, &first, "model");
-	SpAppendString(buf, SpGetText(row, 5));
-	SpAppendKey(buf, &first, "status");
-	SpAppendString(buf, SpGetText(row, 6));
-	SpGetInt64(row, 7, &v);
-	SpAppendKey(buf, &first, "startedAt");
-	SpAppendInt64(buf, v);
-	if (SpGetInt64(row, 8, &v))
-	{
-		SpAppendKey(buf, &first, "finishedAt");
-		SpAppendInt64(buf, v);
-	}
-	/* stored JSON, spliced verbatim; a stored JSON null result reads back as null */
-	for (int i = 0; i < lengthof(opaque); i++)
-	{
-		if ((s = SpGetText(row, 9 + i)) != NULL)
-		{
-			SpAppendKey(buf, &first, opaque[i]);
-			appendStringInfoString(buf, s);
-		}
-	}
-	appendStringInfoChar(buf, '}');
+	SpAppendRecord(buf, row, &gen_run_record);
 }
 
 /*

@@ -19,6 +19,10 @@ PG_FUNCTION_INFO_V1(instance_upsert);
 PG_FUNCTION_INFO_V1(instance_delete);
 PG_FUNCTION_INFO_V1(instance_gc_candidates);
 
+/* max_rows of instance_gc_candidates when left out or NULL: the SQL signature's DEFAULT. */
+#define INSTANCE_GC_DEFAULT_ROWS 100
+
+/* The columns instance_fields reads (by name: their order is free). */
 #define INSTANCE_COLUMNS \
 	"i.instance_key, i.provider, i.provider_sandbox_id, i.latest_snapshot_id, i.thread_id," \
 	" i.latest_run_id, i.updated_at"
@@ -61,38 +65,38 @@ static SpQuery instance_delete_stmt = {
 	1, {TEXTOID}
 };
 
-/* Append the SandboxInstanceRecord of SPI row `row`: only the seven record keys. */
+/*
+ * The SandboxInstanceRecord: only the seven record keys, read by column name.
+ * upsert takes the same keys, so the field names also index its input.
+ */
+typedef enum InstanceField
+{
+	INSTANCE_KEY,
+	INSTANCE_PROVIDER,
+	INSTANCE_PROVIDER_SANDBOX_ID,
+	INSTANCE_LATEST_SNAPSHOT_ID,
+	INSTANCE_THREAD_ID,
+	INSTANCE_LATEST_RUN_ID,
+	INSTANCE_UPDATED_AT,
+	INSTANCE_NFIELDS
+} InstanceField;
+
+static const SpField instance_fields[INSTANCE_NFIELDS] = {
+	[INSTANCE_KEY] = {"key", "instance_key", SPF_STRING},
+	[INSTANCE_PROVIDER] = {"provider", "provider", SPF_STRING},
+	[INSTANCE_PROVIDER_SANDBOX_ID] = {"providerSandboxId", "provider_sandbox_id", SPF_STRING},
+	[INSTANCE_LATEST_SNAPSHOT_ID] = {"latestSnapshotId", "latest_snapshot_id", SPF_STRING},
+	[INSTANCE_THREAD_ID] = {"threadId", "thread_id", SPF_STRING},
+	[INSTANCE_LATEST_RUN_ID] = {"latestRunId", "latest_run_id", SPF_STRING},
+	[INSTANCE_UPDATED_AT] = {"updatedAt", "updated_at", SPF_INT64}
+};
+static const SpRecord instance_record = SP_RECORD(instance_fields);
+
+/* Append the SandboxInstanceRecord of SPI row `row`. */
 static void
 InstanceAppendRecord(StringInfo buf, int row)
 {
-	bool		first = true;
-	char	   *snapshot = SpGetText(row, 4);
-	char	   *run = SpGetText(row, 6);
-	int64		updated = 0;
-
-	appendStringInfoChar(buf, '{');
-	SpAppendKey(buf, &first, "key");
-	SpAppendString(buf, SpGetText(row, 1));
-	SpAppendKey(buf, &first, "provider");
-	SpAppendString(buf, SpGetText(row, 2));
-	SpAppendKey(buf, &first, "providerSandboxId");
-	SpAppendString(buf, SpGetText(row, 3));
-	if (snapshot != NULL)
-	{
-		SpAppendKey(buf, &first, "latestSnapshotId");
-		SpAppendString(buf, snapshot);
-	}
-	SpAppendKey(buf, &first, "threadId");
-	SpAppendString(buf, SpGetText(row, 5));
-	if (run != NULL)
-	{
-		SpAppendKey(buf, &first, "latestRunId");
-		SpAppendString(buf, run);
-	}
-	SpGetInt64(row, 7, &updated);
-	SpAppendKey(buf, &first, "updatedAt");
-	SpAppendInt64(buf, updated);
-	appendStringInfoChar(buf, '}');
+	SpAppendRecord(buf, row, &instance_record);
 }
 
 /* instance_get(instance_key text) -> json: the record, or NULL when missing. */
@@ -106,24 +110,20 @@ instance_get(PG_FUNCTION_ARGS)
 Datum
 instance_upsert(PG_FUNCTION_ARGS)
 {
-	static const char *const names[] = {
-		"key", "provider", "providerSandboxId", "latestSnapshotId", "threadId",
-		"latestRunId", "updatedAt"
-	};
 	SpJson	   *rec = CheckJsonObjectArg(fcinfo, 0, "record");
-	SpJson	   *f[lengthof(names)];
+	SpJson	   *f[INSTANCE_NFIELDS];
 	SpArgs		args;
 
-	SpJsonMembers(rec, names, lengthof(names), f, "a sandbox instance record", false,
-				  ERRCODE_INVALID_PARAMETER_VALUE, -1);
+	CheckRecordMembers(rec, &instance_record, f, "a sandbox instance record");
 	SpArgsInit(&args);
-	SpArgText(&args, CheckIdJson(f[0], "key", SP_ID_MAX_BYTES));
-	SpArgText(&args, CheckStringJson(f[1], "provider"));
-	SpArgText(&args, CheckStringJson(f[2], "providerSandboxId"));
-	SpArgText(&args, CheckOptStringJson(f[3], "latestSnapshotId"));
-	SpArgText(&args, CheckIdJson(f[4], "threadId", SP_ID_MAX_BYTES));
-	SpArgText(&args, CheckOptStringMaxJson(f[5], "latestRunId", SP_ID_MAX_BYTES));
-	SpArgInt64(&args, CheckIntJson(f[6], "updatedAt", -SP_MAX_SAFE_INTEGER));
+	SpArgText(&args, CheckIdJson(f[INSTANCE_KEY], "key", SP_ID_MAX_BYTES));
+	SpArgText(&args, CheckStringJson(f[INSTANCE_PROVIDER], "provider"));
+	SpArgText(&args, CheckStringJson(f[INSTANCE_PROVIDER_SANDBOX_ID], "providerSandboxId"));
+	SpArgText(&args, CheckOptStringJson(f[INSTANCE_LATEST_SNAPSHOT_ID], "latestSnapshotId"));
+	SpArgText(&args, CheckIdJson(f[INSTANCE_THREAD_ID], "threadId", SP_ID_MAX_BYTES));
+	SpArgText(&args, CheckOptStringMaxJson(f[INSTANCE_LATEST_RUN_ID], "latestRunId",
+										   SP_ID_MAX_BYTES));
+	SpArgInt64(&args, CheckIntJson(f[INSTANCE_UPDATED_AT], "updatedAt", -SP_MAX_SAFE_INTEGER));
 
 	SPI_connect();
 	SpExec(&instance_upsert_stmt, &args, false, 0);
@@ -160,19 +160,14 @@ instance_gc_candidates(PG_FUNCTION_ARGS)
 	int64		retention;
 	int64		max_rows;
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", PG_ARGISNULL(0) ? "retention_ms" : "max_rows"),
-				 errdetail("The value is required.")));
+	CheckArgNotNull(fcinfo, 0, "retention_ms", NULL);
 	retention = PG_GETARG_INT64(0);
-	max_rows = PG_GETARG_INT32(1);
-	if (retention < 0 || max_rows < 0)
+	if (retention < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be negative", retention < 0 ? "retention_ms" : "max_rows"),
-				 errdetail("A value of " INT64_FORMAT " was given.",
-						   retention < 0 ? retention : max_rows)));
+				 errmsg("retention_ms must not be negative"),
+				 errdetail("A value of " INT64_FORMAT " was given.", retention)));
+	max_rows = CheckRowLimitArg(fcinfo, 1, "max_rows", INSTANCE_GC_DEFAULT_ROWS);
 	SpArgsInit(&args);
 	SpArgInt64(&args, SpTimeBefore(now, retention));
 	SpArgInt64(&args, now);

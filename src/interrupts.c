@@ -31,7 +31,7 @@ PG_FUNCTION_INFO_V1(interrupt_list_pending);
 PG_FUNCTION_INFO_V1(interrupt_list_by_run);
 PG_FUNCTION_INFO_V1(interrupt_list_pending_by_run);
 
-/* The columns InterruptAppendRecord reads, in its order. */
+/* The columns interrupt_fields reads (by name: their order is free). */
 #define INTERRUPT_COLUMNS \
 	"interrupt_id, run_id, thread_id, status, requested_at, resolved_at," \
 	" payload::text, response::text"
@@ -110,41 +110,27 @@ typedef struct InterruptLockedRow
 	char	   *status;
 } InterruptLockedRow;
 
-/* Append the InterruptRecord of SPI result row `row`, omitting unset optionals. */
+/*
+ * The InterruptRecord, read by column name; unset optionals are omitted. A
+ * stored JSON null response is a value ("response": null).
+ */
+static const SpField interrupt_fields[] = {
+	{"interruptId", "interrupt_id", SPF_STRING},
+	{"runId", "run_id", SPF_STRING},
+	{"threadId", "thread_id", SPF_STRING},
+	{"status", "status", SPF_STRING},
+	{"requestedAt", "requested_at", SPF_INT64},
+	{"resolvedAt", "resolved_at", SPF_INT64},
+	{"payload", "payload", SPF_JSON},
+	{"response", "response", SPF_JSON}
+};
+static const SpRecord interrupt_record = SP_RECORD(interrupt_fields);
+
+/* Append the InterruptRecord of SPI result row `row`. */
 static void
 InterruptAppendRecord(StringInfo buf, int row)
 {
-	bool		first = true;
-	char	   *s;
-	int64		v;
-
-	appendStringInfoChar(buf, '{');
-	SpAppendKey(buf, &first, "interruptId");
-	SpAppendString(buf, SpGetText(row, 1));
-	SpAppendKey(buf, &first, "runId");
-	SpAppendString(buf, SpGetText(row, 2));
-	SpAppendKey(buf, &first, "threadId");
-	SpAppendString(buf, SpGetText(row, 3));
-	SpAppendKey(buf, &first, "status");
-	SpAppendString(buf, SpGetText(row, 4));
-	SpGetInt64(row, 5, &v);
-	SpAppendKey(buf, &first, "requestedAt");
-	SpAppendInt64(buf, v);
-	if (SpGetInt64(row, 6, &v))
-	{
-		SpAppendKey(buf, &first, "resolvedAt");
-		SpAppendInt64(buf, v);
-	}
-	/* payload and response are stored JSON, spliced verbatim */
-	SpAppendKey(buf, &first, "payload");
-	appendStringInfoString(buf, SpGetText(row, 7));
-	if ((s = SpGetText(row, 8)) != NULL)
-	{
-		/* a stored JSON null is a value: "response": null */
-		SpAppendKey(buf, &first, "response");
-		appendStringInfoString(buf, s);
-	}
-	appendStringInfoChar(buf, '}');
+	SpAppendRecord(buf, row, &interrupt_record);
 }
 
 /* qsort comparator: batch entries by id bytes, then by position. */
@@ -357,8 +343,8 @@ interrupt_commit_batch(PG_FUNCTION_ARGS)
 	rows = palloc(sizeof(InterruptLockedRow) * Max(nrows, 1));
 	for (int i = 0; i < nrows; i++)
 	{
-		rows[i].id = SpGetText(i, 1);
-		rows[i].status = SpGetText(i, 2);
+		rows[i].id = SpGetText(i, SpColumn("interrupt_id"));
+		rows[i].status = SpGetText(i, SpColumn("status"));
 	}
 	qsort(rows, nrows, sizeof(InterruptLockedRow), InterruptCompareRows);
 

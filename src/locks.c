@@ -77,7 +77,7 @@ static SpQuery lock_hold = {
 static SpQuery lock_grant = {
 	"UPDATE sandbox_persist.locks SET fence = nextval('sandbox_persist.lock_fences'),"
 	" acquired_at = $2, expires_at = $3 WHERE lock_key = $1"
-	" RETURNING owner_token::text, fence",
+	" RETURNING owner_token::text AS owner_token, fence",
 	3, {TEXTOID, INT8OID, INT8OID}
 };
 
@@ -105,7 +105,7 @@ static SpQuery lock_extend_many = {
 	" upd AS (UPDATE sandbox_persist.locks l SET expires_at = $4 FROM req"
 	"         WHERE l.lock_key = req.k AND l.owner_token::text = req.t AND l.expires_at > $3"
 	"         RETURNING l.lock_key, l.owner_token::text AS owner_token)"
-	" SELECT req.k, upd.lock_key IS NOT NULL FROM req"
+	" SELECT req.k AS lock_key, upd.lock_key IS NOT NULL AS renewed FROM req"
 	" LEFT JOIN upd ON upd.lock_key = req.k AND upd.owner_token = req.t"
 	" ORDER BY req.ord",
 	4, {TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID}
@@ -150,11 +150,7 @@ LockKeyArg(FunctionCallInfo fcinfo, int argno)
 static char *
 LockTokenArg(FunctionCallInfo fcinfo, int argno)
 {
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("owner_token must not be null"),
-				 errdetail("The value is required.")));
+	CheckArgNotNull(fcinfo, argno, "owner_token", NULL);
 	return text_to_cstring(PG_GETARG_TEXT_PP(argno));
 }
 
@@ -165,11 +161,7 @@ LockExpiry(FunctionCallInfo fcinfo, int argno, int64 now)
 	int64		ttl;
 	int64		expires;
 
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("ttl_ms must not be null"),
-				 errdetail("The value is required.")));
+	CheckArgNotNull(fcinfo, argno, "ttl_ms", NULL);
 	ttl = PG_GETARG_INT64(argno);
 	if (ttl < LOCK_TTL_MIN_MS || ttl > LOCK_TTL_MAX_MS)
 		ereport(ERROR,
@@ -240,8 +232,8 @@ lock_acquire(PG_FUNCTION_ARGS)
 		SpArgInt64(&args, expires);
 		SpExec(&lock_grant, &args, false, 0);
 		spi = MemoryContextSwitchTo(outer);
-		token = SpGetText(0, 1);
-		SpGetInt64(0, 2, &fence);
+		token = SpGetText(0, SpColumn("owner_token"));
+		SpGetInt64(0, SpColumn("fence"), &fence);
 		MemoryContextSwitchTo(spi);
 	}
 	SPI_finish();
@@ -368,18 +360,18 @@ lock_renew_many(PG_FUNCTION_ARGS)
 		bool		ok = false;
 		StringInfo	list;
 
-		SpGetBool(i, 2, &ok);
+		SpGetBool(i, SpColumn("renewed"), &ok);
 		list = ok ? &renewed : &lost;
 		if (list->len > 0)
 			appendStringInfoChar(list, ',');
 		if (ok)
 		{
 			appendStringInfoString(list, "{\"key\":");
-			SpAppendString(list, SpGetText(i, 1));
+			SpAppendString(list, SpGetText(i, SpColumn("lock_key")));
 			appendStringInfo(list, ",\"expiresAt\":" INT64_FORMAT "}", expires);
 		}
 		else
-			SpAppendString(list, SpGetText(i, 1));
+			SpAppendString(list, SpGetText(i, SpColumn("lock_key")));
 	}
 	initStringInfo(&buf);
 	appendStringInfo(&buf, "{\"renewed\":[%s],\"lost\":[%s]}", renewed.data, lost.data);
@@ -432,11 +424,7 @@ lock_check(PG_FUNCTION_ARGS)
 	SpArgs		args;
 	bool		held;
 
-	if (PG_ARGISNULL(2))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("fence must not be null"),
-				 errdetail("The value is required.")));
+	CheckArgNotNull(fcinfo, 2, "fence", NULL);
 	SPI_connect();
 	SpArgsInit(&args);
 	SpArgText(&args, key);
@@ -470,9 +458,9 @@ lock_holder(PG_FUNCTION_ARGS)
 	found = SpExec(&lock_describe, &args, true, 1) == 1;
 	if (found)
 	{
-		SpGetInt64(0, 1, &fence);
-		SpGetInt64(0, 2, &acquired);
-		SpGetInt64(0, 3, &expires);
+		SpGetInt64(0, SpColumn("fence"), &fence);
+		SpGetInt64(0, SpColumn("acquired_at"), &acquired);
+		SpGetInt64(0, SpColumn("expires_at"), &expires);
 	}
 	SPI_finish();
 	if (!found)

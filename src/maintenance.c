@@ -42,6 +42,9 @@ PG_FUNCTION_INFO_V1(attention_list);
 PG_FUNCTION_INFO_V1(reaper_heartbeat);
 PG_FUNCTION_INFO_V1(_reaper_ttl_ms);
 
+/* max_rows of maintain when left out or NULL: the SQL signature's DEFAULT. */
+#define MAINT_DEFAULT_ROWS 1000
+
 /*
  * A1: candidates ($1 rows, cutoff $2) are locked first; the delete re-checks
  * in a fresh snapshot.
@@ -171,7 +174,7 @@ static SpQuery maint_run_delete = {
  * ms (0 = unknown, so nothing is "due").
  */
 static SpQuery maint_detached = {
-	"SELECT count(*), count(*) FILTER (WHERE $2 > 0 AND detached_since <= $1)"
+	"SELECT count(*) AS detached, count(*) FILTER (WHERE $2 > 0 AND detached_since <= $1) AS due"
 	" FROM sandbox_persist.runs WHERE status = " SP_SQL_RUN_RUNNING " AND detached_since IS NOT NULL",
 	2, {INT8OID, INT8OID}
 };
@@ -221,8 +224,9 @@ static SpQuery maint_record = {
 };
 
 static SpQuery maint_attention = {
-	"SELECT kind, run_id, first_seen, last_seen, detail::text FROM sandbox_persist.attention"
-	" ORDER BY first_seen, kind, run_id",
+	"SELECT a.kind, nullif(a.run_id, '') AS run_id, a.first_seen, a.last_seen, a.detail::text"
+	" FROM sandbox_persist.attention a"
+	" ORDER BY a.first_seen, a.kind, a.run_id",
 	0, {InvalidOid}
 };
 
@@ -299,7 +303,7 @@ MaintNotifyLogs(int n)
 		int64		log_id = 0;
 		char		payload[32];
 
-		SpGetInt64(i, 1, &log_id);
+		SpGetInt64(i, SpColumn("log_id"), &log_id);
 		snprintf(payload, sizeof(payload), INT64_FORMAT, log_id);
 		Async_Notify(SP_CHANNEL_EVENT_LOG, payload);
 	}
@@ -378,9 +382,9 @@ MaintWatchdog(int64 now, int64 max_rows)
 
 		initStringInfo(&payload);
 		appendStringInfoString(&payload, "{\"kind\":");
-		SpAppendString(&payload, SpGetText(i, 1));
+		SpAppendString(&payload, SpGetText(i, SpColumn("kind")));
 		appendStringInfoString(&payload, ",\"runId\":");
-		SpAppendString(&payload, SpGetText(i, 2));
+		SpAppendString(&payload, SpGetText(i, SpColumn("run_id")));
 		appendStringInfoChar(&payload, '}');
 		/* a notification payload must stay under 8000 bytes */
 		if (payload.len < 7900)
@@ -409,17 +413,7 @@ maintain(PG_FUNCTION_ARGS)
 	MemoryContext outer = CurrentMemoryContext;
 	MemoryContext spi;
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("max_rows must not be null"),
-				 errdetail("The value is required.")));
-	max_rows = PG_GETARG_INT32(0);
-	if (max_rows < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_rows must not be negative"),
-				 errdetail("A value of " INT64_FORMAT " was given.", max_rows)));
+	max_rows = CheckRowLimitArg(fcinfo, 0, "max_rows", MAINT_DEFAULT_ROWS);
 
 	SPI_connect();
 	has_log = MaintHasConversationLog();
@@ -446,8 +440,8 @@ maintain(PG_FUNCTION_ARGS)
 	SpArgInt64(&args, SpTimeBefore(now, (int64) sp_reaper_ttl_s * 1000));
 	SpArgInt64(&args, (int64) sp_reaper_ttl_s * 1000);
 	SpExec(&maint_detached, &args, false, 1);
-	SpGetInt64(0, 1, &detached);
-	SpGetInt64(0, 2, &due);
+	SpGetInt64(0, SpColumn("detached"), &detached);
+	SpGetInt64(0, SpColumn("due"), &due);
 	if (detached > 0)
 	{
 		char		payload[64];
@@ -494,36 +488,25 @@ maintain(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(SpJsonResult(&summary));
 }
 
-/* Append {kind, runId?, firstSeen, lastSeen, detail?} for SPI row `row`. */
+/*
+ * An attention item {kind, runId?, firstSeen, lastSeen, detail?}, read by
+ * column name. An item about no run stores run_id '' (part of the key); the
+ * statement turns it into NULL, so runId is omitted.
+ */
+static const SpField attention_fields[] = {
+	{"kind", "kind", SPF_STRING},
+	{"runId", "run_id", SPF_STRING},
+	{"firstSeen", "first_seen", SPF_INT64},
+	{"lastSeen", "last_seen", SPF_INT64},
+	{"detail", "detail", SPF_JSON}
+};
+static const SpRecord attention_record = SP_RECORD(attention_fields);
+
+/* Append the attention item of SPI row `row`. */
 static void
 MaintAppendAttention(StringInfo buf, int row)
 {
-	bool		first = true;
-	char	   *run_id = SpGetText(row, 2);
-	char	   *detail = SpGetText(row, 5);
-	int64		first_seen = 0;
-	int64		last_seen = 0;
-
-	SpGetInt64(row, 3, &first_seen);
-	SpGetInt64(row, 4, &last_seen);
-	appendStringInfoChar(buf, '{');
-	SpAppendKey(buf, &first, "kind");
-	SpAppendString(buf, SpGetText(row, 1));
-	if (run_id[0] != '\0')
-	{
-		SpAppendKey(buf, &first, "runId");
-		SpAppendString(buf, run_id);
-	}
-	SpAppendKey(buf, &first, "firstSeen");
-	SpAppendInt64(buf, first_seen);
-	SpAppendKey(buf, &first, "lastSeen");
-	SpAppendInt64(buf, last_seen);
-	if (detail != NULL)
-	{
-		SpAppendKey(buf, &first, "detail");
-		appendStringInfoString(buf, detail);
-	}
-	appendStringInfoChar(buf, '}');
+	SpAppendRecord(buf, row, &attention_record);
 }
 
 /* attention_list() -> json: the watchdog's open items, oldest first. */

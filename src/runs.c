@@ -25,7 +25,7 @@ PG_FUNCTION_INFO_V1(run_find_active_run);
 PG_FUNCTION_INFO_V1(run_list_by_thread);
 PG_FUNCTION_INFO_V1(run_list_reclaimable);
 
-/* The columns RunAppendRecord reads, in its order. */
+/* The columns run_fields reads (by name: their order is free). */
 #define RUN_COLUMNS \
 	"run_id, thread_id, status, started_at, finished_at, error::text, usage::text," \
 	" sandbox_key, detached_since, cancel_requested, driver_epoch"
@@ -86,62 +86,27 @@ static SpQuery run_reclaimable = {
 	1, {INT8OID}
 };
 
-/* Append the RunRecord of SPI result row `row`, omitting unset optionals. */
+/* The RunRecord, read by column name; unset optionals are omitted. */
+static const SpField run_fields[] = {
+	{"runId", "run_id", SPF_STRING},
+	{"threadId", "thread_id", SPF_STRING},
+	{"status", "status", SPF_STRING},
+	{"startedAt", "started_at", SPF_INT64},
+	{"finishedAt", "finished_at", SPF_INT64},
+	{"error", "error", SPF_JSON},
+	{"usage", "usage", SPF_JSON},
+	{"sandboxKey", "sandbox_key", SPF_STRING},
+	{"detachedSince", "detached_since", SPF_INT64},
+	{"cancelRequested", "cancel_requested", SPF_BOOL},
+	{"driverEpoch", "driver_epoch", SPF_INT64}
+};
+static const SpRecord run_record = SP_RECORD(run_fields);
+
+/* Append the RunRecord of SPI result row `row`. */
 static void
 RunAppendRecord(StringInfo buf, int row)
 {
-	bool		first = true;
-	char	   *s;
-	int64		v;
-	bool		b;
-
-	appendStringInfoChar(buf, '{');
-	SpAppendKey(buf, &first, "runId");
-	SpAppendString(buf, SpGetText(row, 1));
-	SpAppendKey(buf, &first, "threadId");
-	SpAppendString(buf, SpGetText(row, 2));
-	SpAppendKey(buf, &first, "status");
-	SpAppendString(buf, SpGetText(row, 3));
-	SpGetInt64(row, 4, &v);
-	SpAppendKey(buf, &first, "startedAt");
-	SpAppendInt64(buf, v);
-	if (SpGetInt64(row, 5, &v))
-	{
-		SpAppendKey(buf, &first, "finishedAt");
-		SpAppendInt64(buf, v);
-	}
-	/* error and usage are stored JSON, spliced verbatim */
-	if ((s = SpGetText(row, 6)) != NULL)
-	{
-		SpAppendKey(buf, &first, "error");
-		appendStringInfoString(buf, s);
-	}
-	if ((s = SpGetText(row, 7)) != NULL)
-	{
-		SpAppendKey(buf, &first, "usage");
-		appendStringInfoString(buf, s);
-	}
-	if ((s = SpGetText(row, 8)) != NULL)
-	{
-		SpAppendKey(buf, &first, "sandboxKey");
-		SpAppendString(buf, s);
-	}
-	if (SpGetInt64(row, 9, &v))
-	{
-		SpAppendKey(buf, &first, "detachedSince");
-		SpAppendInt64(buf, v);
-	}
-	if (SpGetBool(row, 10, &b))
-	{
-		SpAppendKey(buf, &first, "cancelRequested");
-		appendStringInfoString(buf, b ? "true" : "false");
-	}
-	if (SpGetInt64(row, 11, &v))
-	{
-		SpAppendKey(buf, &first, "driverEpoch");
-		SpAppendInt64(buf, v);
-	}
-	appendStringInfoChar(buf, '}');
+	SpAppendRecord(buf, row, &run_record);
 }
 
 /*
@@ -236,7 +201,7 @@ run_update(PG_FUNCTION_ARGS)
 		SpArgText(&key, run_id);
 		exists = SpExec(&run_lock, &key, false, 1) == 1;
 	}
-	if (exists && has_epoch && SpGetInt64(0, 1, &old_epoch) && new_epoch <= old_epoch)
+	if (exists && has_epoch && SpGetInt64(0, SpColumn("driver_epoch"), &old_epoch) && new_epoch <= old_epoch)
 		sp_error(SP_RUN_EPOCH_NOT_INCREASING,
 				 ("driverEpoch must increase"),
 				 "Run \"%s\" is at driverEpoch " INT64_FORMAT "; " INT64_FORMAT " is not greater.",
@@ -279,11 +244,8 @@ run_list_reclaimable(PG_FUNCTION_ARGS)
 	int64		cutoff;
 	SpArgs		args;
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", PG_ARGISNULL(0) ? "caller_now_ms" : "ttl_ms"),
-				 errdetail("The value is required.")));
+	CheckArgNotNull(fcinfo, 0, "caller_now_ms", NULL);
+	CheckArgNotNull(fcinfo, 1, "ttl_ms", NULL);
 	if (pg_sub_s64_overflow(PG_GETARG_INT64(0), PG_GETARG_INT64(1), &cutoff))
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),

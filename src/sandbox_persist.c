@@ -17,23 +17,44 @@
 
 PG_MODULE_MAGIC;
 
+/*
+ * Each setting's default, named once: the variable starts at it and its
+ * definition below boots with it. The unit is in the name (_MS, _S, _BYTES)
+ * and is the unit the definition declares (GUC_UNIT_MS, GUC_UNIT_S,
+ * GUC_UNIT_BYTE), so "2min" or "1h" mean what they say.
+ */
+#define SP_WRITER_LEASE_MS_DEFAULT			(120 * 1000)
+#define SP_BLOB_CHUNK_BYTES_DEFAULT			(256 * 1024)
+#define SP_ZSTD_LEVEL_DEFAULT				3
+#define SP_BLOB_MAX_READ_BYTES_DEFAULT		BLOB_MAX_READ_LIMIT
+#define SP_BLOB_GC_GRACE_S_DEFAULT			(24 * 60 * 60)
+#define SP_UPLOAD_EXPIRY_S_DEFAULT			(24 * 60 * 60)
+#define SP_LOCK_PURGE_AFTER_S_DEFAULT		(60 * 60)
+#define SP_EVENT_LOG_CLOSE_GRACE_S_DEFAULT	(10 * 60)
+#define SP_EVENT_LOG_IDLE_CLOSE_S_DEFAULT	(10 * 60)
+#define SP_EVENT_LOG_RETENTION_S_DEFAULT	(30 * 24 * 60 * 60)
+#define SP_RUN_RETENTION_S_DEFAULT			0	/* keep */
+#define SP_REAPER_TTL_S_DEFAULT				0	/* unknown */
+#define SP_REAPER_SWEEP_INTERVAL_S_DEFAULT	0	/* unknown */
+#define SP_WATCHDOG_IDLE_S_DEFAULT			(10 * 60)
+
 bool		sp_allow_client_clock = false;
 bool		sp_allow_test_reset = false;
-int			sp_writer_lease_ms = 120000;
-int			sp_blob_chunk_size = 256 * 1024;
-int			sp_zstd_level = 3;
-int			sp_blob_max_read = BLOB_MAX_READ_LIMIT;
-int			sp_blob_gc_grace_s = 24 * 60 * 60;
-int			sp_upload_expiry_s = 24 * 60 * 60;
-int			sp_lock_purge_after_s = 60 * 60;
-int			sp_event_log_close_grace_s = 10 * 60;
-int			sp_event_log_idle_close_s = 10 * 60;
-int			sp_event_log_retention_s = 30 * 24 * 60 * 60;
+int			sp_writer_lease_ms = SP_WRITER_LEASE_MS_DEFAULT;
+int			sp_blob_chunk_size = SP_BLOB_CHUNK_BYTES_DEFAULT;
+int			sp_zstd_level = SP_ZSTD_LEVEL_DEFAULT;
+int			sp_blob_max_read = SP_BLOB_MAX_READ_BYTES_DEFAULT;
+int			sp_blob_gc_grace_s = SP_BLOB_GC_GRACE_S_DEFAULT;
+int			sp_upload_expiry_s = SP_UPLOAD_EXPIRY_S_DEFAULT;
+int			sp_lock_purge_after_s = SP_LOCK_PURGE_AFTER_S_DEFAULT;
+int			sp_event_log_close_grace_s = SP_EVENT_LOG_CLOSE_GRACE_S_DEFAULT;
+int			sp_event_log_idle_close_s = SP_EVENT_LOG_IDLE_CLOSE_S_DEFAULT;
+int			sp_event_log_retention_s = SP_EVENT_LOG_RETENTION_S_DEFAULT;
 int			sp_event_log_reopen = SP_REOPEN_OFF;
-int			sp_run_retention_s = 0;
-int			sp_reaper_ttl_s = 0;
-int			sp_reaper_sweep_interval_s = 0;
-int			sp_watchdog_idle_s = 10 * 60;
+int			sp_run_retention_s = SP_RUN_RETENTION_S_DEFAULT;
+int			sp_reaper_ttl_s = SP_REAPER_TTL_S_DEFAULT;
+int			sp_reaper_sweep_interval_s = SP_REAPER_SWEEP_INTERVAL_S_DEFAULT;
+int			sp_watchdog_idle_s = SP_WATCHDOG_IDLE_S_DEFAULT;
 
 static const struct config_enum_entry sp_reopen_options[] = {
 	{"off", SP_REOPEN_OFF, false},
@@ -75,14 +96,14 @@ _PG_init(void)
 							"checkpoint_acquire_writer and checkpoint_renew_writer take it when their lease_ms"
 							" argument is NULL; a writer that does not renew within it loses the thread.",
 							&sp_writer_lease_ms,
-							120000, 1, INT_MAX,
+							SP_WRITER_LEASE_MS_DEFAULT, 1, INT_MAX,
 							PGC_SUSET, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("sandbox_persist.blob_chunk_size",
 							"Largest raw chunk of a blob, for new writes.",
 							"Each chunk is compressed on its own and a range read decodes only the chunks it overlaps.",
 							&sp_blob_chunk_size,
-							256 * 1024, 4 * 1024, BLOB_CHUNK_SIZE_MAX,
+							SP_BLOB_CHUNK_BYTES_DEFAULT, 4 * 1024, BLOB_CHUNK_SIZE_MAX,
 							PGC_SUSET, GUC_UNIT_BYTE,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("sandbox_persist.zstd_level",
@@ -90,7 +111,7 @@ _PG_init(void)
 							"1 is the fastest; higher levels, up to 19, shrink text further at a CPU cost"
 							" on write only. Affects new writes only.",
 							&sp_zstd_level,
-							3, 1, 19,
+							SP_ZSTD_LEVEL_DEFAULT, 1, 19,
 							PGC_SUSET, 0,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("sandbox_persist.blob_max_read",
@@ -98,42 +119,42 @@ _PG_init(void)
 							"Larger objects are read in ranges. At most 511MB, so the bytea text"
 							" of a whole read fits one message.",
 							&sp_blob_max_read,
-							BLOB_MAX_READ_LIMIT, 1024, BLOB_MAX_READ_LIMIT,
+							SP_BLOB_MAX_READ_BYTES_DEFAULT, 1024, BLOB_MAX_READ_LIMIT,
 							PGC_SUSET, GUC_UNIT_BYTE,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("sandbox_persist.blob_gc_grace",
 							"Unreferenced content-addressed blobs relied on more recently than this are kept.",
 							"put and head refresh the time; head at most once per quarter of this period.",
 							&sp_blob_gc_grace_s,
-							24 * 60 * 60, 60, INT_MAX,
+							SP_BLOB_GC_GRACE_S_DEFAULT, 60, INT_MAX,
 							PGC_SUSET, GUC_UNIT_S,
 							NULL, NULL, NULL);
 	SpDefineSeconds("sandbox_persist.upload_expiry",
 					"Streamed uploads idle longer than this are removed by maintenance.",
 					"Their staged bytes are deleted; a later append or commit of the upload fails"
 					" with BLOB_UPLOAD_NOT_FOUND and the object keeps its previous version.",
-					&sp_upload_expiry_s, 24 * 60 * 60, 60);
+					&sp_upload_expiry_s, SP_UPLOAD_EXPIRY_S_DEFAULT, 60);
 	SpDefineSeconds("sandbox_persist.lock_purge_after",
 					"Lock rows expired longer than this are deleted by maintenance.",
 					"Only housekeeping: an expired lease is already free to take, and fences come"
 					" from one sequence, so they keep growing after a purge.",
-					&sp_lock_purge_after_s, 60 * 60, 0);
+					&sp_lock_purge_after_s, SP_LOCK_PURGE_AFTER_S_DEFAULT, 0);
 	SpDefineSeconds("sandbox_persist.event_log_close_grace",
 					"Idle time before maintenance closes the open log of a terminal run.",
 					"A log whose run is completed, failed or aborted and that received no append"
 					" for this long is closed, which ends the streams of its readers.",
-					&sp_event_log_close_grace_s, 10 * 60, 0);
+					&sp_event_log_close_grace_s, SP_EVENT_LOG_CLOSE_GRACE_S_DEFAULT, 0);
 	SpDefineSeconds("sandbox_persist.event_log_idle_close",
 					"Idle time after which maintenance ends the open log of a run whose producer is gone; 0 = never.",
 					"The producer is taken as gone when the run is unrecorded or running, nothing was"
 					" appended for this long and no run-driver lock is held: maintenance appends a"
 					" RUN_ERROR chunk with code PRODUCER_LOST and closes the log.",
-					&sp_event_log_idle_close_s, 10 * 60, 0);
+					&sp_event_log_idle_close_s, SP_EVENT_LOG_IDLE_CLOSE_S_DEFAULT, 0);
 	SpDefineSeconds("sandbox_persist.event_log_retention",
 					"Closed event logs older than this are deleted by maintenance; 0 keeps them.",
 					"Counted from the close; the entries and the producer ledger of the log are"
 					" deleted with it.",
-					&sp_event_log_retention_s, 30 * 24 * 60 * 60, 0);
+					&sp_event_log_retention_s, SP_EVENT_LOG_RETENTION_S_DEFAULT, 0);
 	DefineCustomEnumVariable("sandbox_persist.event_log_reopen_on_append",
 							 "Whether an append after close reopens the log of a running or interrupted run.",
 							 "off: an append after close is stored and counted, and the log stays closed."
@@ -146,23 +167,23 @@ _PG_init(void)
 					"Terminal runs unchanged this long may be deleted by maintenance; 0 keeps them.",
 					"A completed, failed or aborted run is deleted only when no sandbox instance"
 					" refers to it and its event log, if any, is closed.",
-					&sp_run_retention_s, 0, 0);
+					&sp_run_retention_s, SP_RUN_RETENTION_S_DEFAULT, 0);
 	SpDefineSeconds("sandbox_persist.reaper_ttl",
 					"The application's detached-run TTL, for the reaper wake-up and watchdog; 0 = unknown.",
 					"Set it to the TTL the application's reaper uses: the overview then counts runs"
 					" detached for longer, and the watchdog reports a reaper that lets them pile up.",
-					&sp_reaper_ttl_s, 0, 0);
+					&sp_reaper_ttl_s, SP_REAPER_TTL_S_DEFAULT, 0);
 	SpDefineSeconds("sandbox_persist.reaper_sweep_interval",
 					"The application's reaper sweep interval, for the watchdog; 0 = unknown.",
 					"With it the watchdog reports a missing reaper: detached runs exist and no"
 					" reaper_heartbeat arrived within two sweeps.",
-					&sp_reaper_sweep_interval_s, 0, 0);
+					&sp_reaper_sweep_interval_s, SP_REAPER_SWEEP_INTERVAL_S_DEFAULT, 0);
 	SpDefineSeconds("sandbox_persist.watchdog_idle",
 					"Idle time after which the watchdog reports invisible runs and stuck cancels.",
 					"An attached running run unchanged this long, with no append to its log and no"
 					" run-driver lock held, is invisible; a running run with a cancel requested and"
 					" unchanged this long is a stuck cancel.",
-					&sp_watchdog_idle_s, 10 * 60, 1);
+					&sp_watchdog_idle_s, SP_WATCHDOG_IDLE_S_DEFAULT, 1);
 	MarkGUCPrefixReserved("sandbox_persist");
 }
 

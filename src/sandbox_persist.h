@@ -132,26 +132,129 @@ extern void SpAppendDouble(StringInfo buf, double v);
 extern Datum SpJsonResult(StringInfo buf);
 
 /* ---- validation (validate.c) ---- */
+
+/*
+ * The error policy of a check: which SQLSTATE and wording a problem gets.
+ * One family of checks serves every store; only the policy differs.
+ */
+typedef enum SpCheckPolicy
+{
+	SP_CHECK_PLAIN,				/* standard SQLSTATEs (README.md §4.3) */
+	SP_CHECK_CKPT_ID,			/* SP007 INVALID_ID */
+	SP_CHECK_CKPT_ENTRY			/* SP008 INVALID_ENTRY */
+} SpCheckPolicy;
+
+extern void SpCheckArgNotNull(FunctionCallInfo fcinfo, int argno, const char *name,
+							  const char *detail, SpCheckPolicy policy);
+extern char *SpCheckIdArg(FunctionCallInfo fcinfo, int argno, const char *name, int maxbytes,
+						  SpCheckPolicy policy);
+extern SpJson *SpCheckJsonArg(FunctionCallInfo fcinfo, int argno, const char *name,
+							  SpCheckPolicy policy);
+extern SpJson *SpCheckJsonKindArg(FunctionCallInfo fcinfo, int argno, const char *name,
+								  SpJsonKind kind, const char *expected, SpCheckPolicy policy);
+extern void SpCheckKindJson(const SpJson *node, const char *field, SpJsonKind kind,
+							const char *expected, SpCheckPolicy policy);
+extern void SpCheckRequiredJson(const SpJson *node, const char *field, const char *expected,
+								SpCheckPolicy policy);
+extern char *SpCheckIdJson(const SpJson *node, const char *field, int maxbytes,
+						   SpCheckPolicy policy);
+extern char *SpCheckStringJson(const SpJson *node, const char *field, bool required,
+							   int maxbytes, SpCheckPolicy policy);
+extern double SpCheckNumberJson(const SpJson *node, const char *field, SpCheckPolicy policy);
+
+/* The plain stores' names for the family: the policy is always SP_CHECK_PLAIN. */
+
+/* Refuse a SQL NULL argument with 22004 (detail NULL: "The value is required."). */
+static inline void
+CheckArgNotNull(FunctionCallInfo fcinfo, int argno, const char *name, const char *detail)
+{
+	SpCheckArgNotNull(fcinfo, argno, name, detail, SP_CHECK_PLAIN);
+}
+
+/* A required identifier argument of type text, at most maxbytes UTF-8 bytes. */
+static inline char *
+CheckIdArg(FunctionCallInfo fcinfo, int argno, const char *name, int maxbytes)
+{
+	return SpCheckIdArg(fcinfo, argno, name, maxbytes, SP_CHECK_PLAIN);
+}
+
+/* A required json argument of any kind. */
+static inline SpJson *
+CheckJsonArg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	return SpCheckJsonArg(fcinfo, argno, name, SP_CHECK_PLAIN);
+}
+
+/* A required json argument that must be an object. */
+static inline SpJson *
+CheckJsonObjectArg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	return SpCheckJsonKindArg(fcinfo, argno, name, SPJ_OBJECT, "a JSON object", SP_CHECK_PLAIN);
+}
+
+/* A required json argument that must be an array. */
+static inline SpJson *
+CheckJsonArrayArg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	return SpCheckJsonKindArg(fcinfo, argno, name, SPJ_ARRAY, "a JSON array", SP_CHECK_PLAIN);
+}
+
+/* A required identifier field of a JSON record. */
+static inline char *
+CheckIdJson(const SpJson *node, const char *field, int maxbytes)
+{
+	return SpCheckIdJson(node, field, maxbytes, SP_CHECK_PLAIN);
+}
+
+/* A required string field. */
+static inline char *
+CheckStringJson(const SpJson *node, const char *field)
+{
+	return SpCheckStringJson(node, field, true, -1, SP_CHECK_PLAIN);
+}
+
+/* An optional string field: NULL when absent or JSON null. */
+static inline char *
+CheckOptStringJson(const SpJson *node, const char *field)
+{
+	return SpCheckStringJson(node, field, false, -1, SP_CHECK_PLAIN);
+}
+
+/* An optional string field stored in an indexed column: 22001 past maxbytes. */
+static inline char *
+CheckOptStringMaxJson(const SpJson *node, const char *field, int maxbytes)
+{
+	return SpCheckStringJson(node, field, false, maxbytes, SP_CHECK_PLAIN);
+}
+
+/* A required value: present and not JSON null (22004). */
+static inline void
+CheckRequiredJson(const SpJson *node, const char *field)
+{
+	SpCheckRequiredJson(node, field, "a value", SP_CHECK_PLAIN);
+}
+
+/* A required finite number; fractions are allowed. */
+static inline double
+CheckNumberJson(const SpJson *node, const char *field)
+{
+	return SpCheckNumberJson(node, field, SP_CHECK_PLAIN);
+}
+
+/* A row limit that means "no limit" (blob_list's documented default). */
+#define SP_NO_ROW_LIMIT INT64CONST(-1)
+
 extern bool SpIsUuid(const char *s);
 extern bool SpIsContentKey(const char *key, const char *prefix);
-extern char *CheckIdArg(FunctionCallInfo fcinfo, int argno, const char *name, int maxbytes);
-extern SpJson *CheckJsonArg(FunctionCallInfo fcinfo, int argno, const char *name);
-extern SpJson *CheckJsonObjectArg(FunctionCallInfo fcinfo, int argno, const char *name);
-extern char *CheckIdJson(const SpJson *node, const char *field, int maxbytes);
-extern char *CheckOptStringJson(const SpJson *node, const char *field);
-extern char *CheckOptStringMaxJson(const SpJson *node, const char *field, int maxbytes);
-extern char *CheckStringJson(const SpJson *node, const char *field);
 extern int64 CheckIntJson(const SpJson *node, const char *field, int64 minval);
+extern int64 CheckRowLimitArg(FunctionCallInfo fcinfo, int argno, const char *name, int64 dflt);
 extern const char *CheckRunStatusJson(const SpJson *node, const char *field);
-extern void CheckRunErrorJson(const SpJson *node, const char *field);
-extern void CheckObjectJson(const SpJson *node, const char *field);
 
 /* A shape check of an opaque JSON field (CheckObjectJson, CheckRunErrorJson, ...). */
 typedef void (*SpJsonCheck) (const SpJson *node, const char *field);
-extern void CheckRequiredJson(const SpJson *node, const char *field);
+extern void CheckRunErrorJson(const SpJson *node, const char *field);
+extern void CheckObjectJson(const SpJson *node, const char *field);
 extern void CheckArrayJson(const SpJson *node, const char *field);
-extern SpJson *CheckJsonArrayArg(FunctionCallInfo fcinfo, int argno, const char *name);
-extern double CheckNumberJson(const SpJson *node, const char *field);
 
 /* ---- SPI helpers (spi_util.c) ---- */
 #define SP_MAX_ARGS 16
@@ -185,12 +288,62 @@ extern Portal SpOpenCursor(SpQuery *q, SpArgs *args, bool read_only);
 /* Writes the JSON record of one row of the current SPI result. */
 typedef void (*SpRowWriter) (StringInfo buf, int row);
 
+/* How a record field is written. */
+typedef enum SpFieldKind
+{
+	SPF_STRING,					/* text, as a JSON string */
+	SPF_INT64,					/* bigint, as a JSON number */
+	SPF_DOUBLE,					/* double precision, shortest round-trip form */
+	SPF_BOOL,					/* boolean */
+	SPF_JSON					/* stored JSON text, spliced verbatim */
+} SpFieldKind;
+
+/* One output key of a record and the result column (by name) it comes from. */
+typedef struct SpField
+{
+	const char *key;			/* the record key */
+	const char *column;			/* the statement's result column */
+	SpFieldKind kind;
+} SpField;
+
+/*
+ * A record shape: its fields in output order. A SQL NULL column omits its
+ * key (unset optionals are omitted, never null); required fields come from
+ * NOT NULL columns.
+ */
+typedef struct SpRecord
+{
+	const SpField *fields;
+	int			nfields;
+} SpRecord;
+
+#define SP_RECORD(fields) {(fields), lengthof(fields)}
+
+extern int	SpColumn(const char *name);
+extern void CheckRecordMembers(const SpJson *obj, const SpRecord *record, SpJson **out,
+							   const char *what);
+extern void SpAppendRecord(StringInfo buf, int row, const SpRecord *record);
+
 extern Datum SpRowsJson(SpQuery *q, SpArgs *args, bool read_only, SpRowWriter writer,
 						bool single, MemoryContext outer, bool *isnull);
 extern Datum SpReadJson(FunctionCallInfo fcinfo, SpQuery *q, SpArgs *args, SpRowWriter writer,
 						bool single);
-extern Datum SpLookupJson(FunctionCallInfo fcinfo, SpQuery *q, const char *argname,
-						  SpRowWriter writer, bool single);
+
+/*
+ * The common read method: argument 0 is an identifier named argname; return
+ * the matching record (SQL NULL when none) or the array of matching records.
+ * Inline, so the SPI layer never calls the validators (they call it).
+ */
+static inline Datum
+SpLookupJson(FunctionCallInfo fcinfo, SpQuery *q, const char *argname, SpRowWriter writer,
+			 bool single)
+{
+	SpArgs		args;
+
+	SpArgsInit(&args);
+	SpArgText(&args, CheckIdArg(fcinfo, 0, argname, SP_ID_MAX_BYTES));
+	return SpReadJson(fcinfo, q, &args, writer, single);
+}
 
 extern Datum SpCreateOrResume(FunctionCallInfo fcinfo, SpQuery *insert, SpArgs *insert_args,
 							  SpQuery *select, const char *id, SpRowWriter writer);

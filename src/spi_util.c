@@ -3,9 +3,13 @@
  *
  * Thin SPI helpers: each statement is a static SpQuery whose plan is prepared
  * on first use and kept for the life of the backend (SPI_keepplan), plus
- * argument builders and typed accessors for the current SPI result. Callers
+ * argument builders, typed accessors for the current SPI result (columns are
+ * found by name, SpColumn) and the record writers and read patterns built on
+ * them (SpAppendRecord, SpRowsJson, SpReadJson, SpCreateOrResume). Callers
  * own SPI_connect/SPI_finish and copy what they need out of SPI_tuptable
- * before finishing. Locking is whatever the statement itself says.
+ * before finishing. Nothing here validates input (validate.c does, and calls
+ * the argument builders; never the other way round). Locking is whatever the
+ * statement itself says.
  */
 #include "postgres.h"
 
@@ -147,6 +151,23 @@ SpIsNull(int row, int col)
 }
 
 /*
+ * The number of the column called `name` in the current SPI result. Readers
+ * name their columns instead of counting them, so a statement can gain or
+ * reorder columns without shifting what they read; a missing name is a bug
+ * of ours, reported as such.
+ */
+int
+SpColumn(const char *name)
+{
+	TupleDesc	desc = SPI_tuptable->tupdesc;
+	int			col = SPI_fnumber(desc, name);
+
+	if (col <= 0)
+		elog(ERROR, "statement result has no column \"%s\"", name);
+	return col;
+}
+
+/*
  * A text-like result column (text, json, uuid via ::text) as a C string in
  * the caller's memory context; NULL for SQL NULL. Copy it out before
  * SPI_finish by allocating with SPI_palloc or reading it in the upper context.
@@ -196,6 +217,73 @@ SpGetBool(int row, int col, bool *out)
 	if (!isnull)
 		*out = DatumGetBool(d);
 	return !isnull;
+}
+
+/*
+ * The column of `name` in the current result, trying `guess` first: record
+ * column lists follow their descriptor, so one name comparison usually
+ * settles it and the search by name (SpColumn) is the fallback.
+ */
+static int
+SpColumnNear(const char *name, int guess)
+{
+	TupleDesc	desc = SPI_tuptable->tupdesc;
+
+	if (guess >= 1 && guess <= desc->natts &&
+		strcmp(NameStr(TupleDescAttr(desc, guess - 1)->attname), name) == 0)
+		return guess;
+	return SpColumn(name);
+}
+
+/* Append one field of a record from column col, unless it is SQL NULL (then its key is omitted). */
+static void
+SpAppendField(StringInfo buf, bool *first, const SpField *field, int row, int col)
+{
+	bool		isnull;
+	Datum		d = SpGetDatum(row, col, &isnull);
+
+	if (isnull)
+		return;
+	SpAppendKey(buf, first, field->key);
+	switch (field->kind)
+	{
+		case SPF_STRING:
+			SpAppendString(buf, TextDatumGetCString(d));
+			break;
+		case SPF_JSON:
+			/* stored JSON is spliced verbatim; a stored JSON null is a value */
+			appendStringInfoString(buf, TextDatumGetCString(d));
+			break;
+		case SPF_INT64:
+			SpAppendInt64(buf, DatumGetInt64(d));
+			break;
+		case SPF_DOUBLE:
+			SpAppendDouble(buf, DatumGetFloat8(d));
+			break;
+		case SPF_BOOL:
+			appendStringInfoString(buf, DatumGetBool(d) ? "true" : "false");
+			break;
+	}
+}
+
+/*
+ * Append the record of SPI result row `row` as a JSON object: the fields in
+ * descriptor order, each read from its column by name; a SQL NULL column
+ * omits its key (unset optionals are omitted, never null).
+ */
+void
+SpAppendRecord(StringInfo buf, int row, const SpRecord *record)
+{
+	bool		first = true;
+	int			col = 0;
+
+	appendStringInfoChar(buf, '{');
+	for (int i = 0; i < record->nfields; i++)
+	{
+		col = SpColumnNear(record->fields[i].column, col + 1);
+		SpAppendField(buf, &first, &record->fields[i], row, col);
+	}
+	appendStringInfoChar(buf, '}');
 }
 
 /*
@@ -253,22 +341,6 @@ SpReadJson(FunctionCallInfo fcinfo, SpQuery *q, SpArgs *args, SpRowWriter writer
 	if (isnull)
 		PG_RETURN_NULL();
 	PG_RETURN_DATUM(result);
-}
-
-/*
- * The common read method: argument 0 is an identifier named argname; return
- * the matching record (SQL NULL when none) or the array of matching records.
- */
-Datum
-SpLookupJson(FunctionCallInfo fcinfo, SpQuery *q, const char *argname, SpRowWriter writer,
-			 bool single)
-{
-	char	   *id = CheckIdArg(fcinfo, 0, argname, SP_ID_MAX_BYTES);
-	SpArgs		args;
-
-	SpArgsInit(&args);
-	SpArgText(&args, id);
-	return SpReadJson(fcinfo, q, &args, writer, single);
 }
 
 /*

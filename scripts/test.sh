@@ -9,14 +9,15 @@
 #
 # For make test-matrix (scripts/matrix.sh), three settings split one run:
 #   SANDBOX_PERSIST_SUITES    the suites to run, from: regress pgtap node backup upgrade
-#                             fuzz torture broken_build stands_alone vocabulary (default: all)
+#                             fuzz torture broken_build stands_alone vocabulary file_cycles
+#                             (default: all)
 #   SANDBOX_PERSIST_KEEP_CLUSTER=1   leave the cluster running on exit
 #   SANDBOX_PERSIST_USE_CLUSTER=1    no set-up: use the running cluster named
 #                             by PGHOST/PGPORT/PGUSER/PGDATABASE, and leave it running
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-SUITES=" ${SANDBOX_PERSIST_SUITES:-regress pgtap node backup upgrade fuzz torture broken_build stands_alone vocabulary} "
+SUITES=" ${SANDBOX_PERSIST_SUITES:-regress pgtap node backup upgrade fuzz torture broken_build stands_alone vocabulary file_cycles} "
 
 if [ -n "${SANDBOX_PERSIST_USE_CLUSTER:-}" ]; then
     export PGHOST PGPORT PGUSER PGDATABASE
@@ -85,5 +86,6 @@ chosen torture && run_suite "torture (short)" bash test/torture/run.sh --short
 chosen broken_build && run_suite "a broken build fails make test" bash test/scripts/broken_build.sh
 chosen stands_alone && run_suite "the repository stands alone" bash test/scripts/stands_alone.sh
 chosen vocabulary && run_suite "one vocabulary: C, SQL, Node, docs" bash test/scripts/vocabulary.sh
+chosen file_cycles && run_suite "no two C files call each other in a loop" bash test/scripts/file_cycles.sh
 
 suites_close

@@ -12,6 +12,9 @@
 # Usage: test/scripts/file_cycles.sh [srcdir]   (builds first with `make -s`;
 # set PG_CONFIG as for any build). Exit 0: no loop; 1: loops, each printed as
 # "cycle: a.c b.c ..." with the symbols on each edge; 2: nothing to read.
+# Without srcdir it first proves it can fail: three tiny files calling round
+# in a loop (a -> b -> c -> a) must be reported, and it closes with a
+# "summary: file cycles: ..." line.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -19,6 +22,30 @@ srcdir=${1:-$root/src}
 
 if [ -z "${1:-}" ]; then
     make -s -C "$root" >/dev/null
+    selftest=$(mktemp -d)
+    trap 'rm -rf "$selftest"' EXIT
+    printf 'int b(void);\nint a(void) { return b(); }\n' >"$selftest/a.c"
+    printf 'int c(void);\nint b(void) { return c(); }\n' >"$selftest/b.c"
+    printf 'int a(void);\nint c(void) { return a(); }\n' >"$selftest/c.c"
+    printf 'int a(void);\nint d(void) { return a(); }\n' >"$selftest/d.c"
+    for f in a b c d; do cc -c -o "$selftest/$f.o" "$selftest/$f.c"; done
+    if out=$(bash "$0" "$selftest"); then
+        echo "file_cycles: the self-test loop a.c -> b.c -> c.c -> a.c was not found" >&2
+        echo "summary: file cycles: self-test FAILED"
+        exit 1
+    fi
+    if ! grep -qx 'cycle: [abc].c [abc].c [abc].c' <<<"$out" || grep -q 'd.c' <<<"$(grep '^cycle' <<<"$out")"; then
+        echo "file_cycles: the self-test reported the wrong loop: $out" >&2
+        echo "summary: file cycles: self-test FAILED"
+        exit 1
+    fi
+    if bash "$0" "$srcdir"; then
+        echo "summary: file cycles: no loop between the C files of src/; self-test loop of 3 files found"
+    else
+        echo "summary: file cycles: loops between C files (above)"
+        exit 1
+    fi
+    exit 0
 fi
 
 shopt -s nullglob

@@ -39,7 +39,17 @@ CREATE TABLE IF NOT EXISTS sandbox_persist.run_thread_cache (
     run_id text COLLATE "C" PRIMARY KEY,
     thread_id text COLLATE "C" NOT NULL
 );
-REVOKE ALL ON sandbox_persist.thread_placement, sandbox_persist.run_thread_cache FROM PUBLIC;
+-- Open streamed uploads: the partition that holds each (the shard's upload id
+-- is a UUID and is handed to the client unchanged). Removed at commit and
+-- abort; a row of an upload the shard expired routes a late call to the shard
+-- that answers SP302.
+CREATE TABLE IF NOT EXISTS sandbox_persist.upload_placement (
+    upload_id text COLLATE "C" PRIMARY KEY,
+    shard integer NOT NULL CHECK (shard >= 0),
+    begun_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+REVOKE ALL ON sandbox_persist.thread_placement, sandbox_persist.run_thread_cache,
+    sandbox_persist.upload_placement FROM PUBLIC;
 
 -- The partition count of the cluster (a power of 2), from its server options.
 CREATE OR REPLACE FUNCTION sandbox_persist._shard_count() RETURNS integer
@@ -58,19 +68,20 @@ LANGUAGE sql STABLE AS $$
                     pg_catalog.hashtext(coalesce($1, '')))
 $$;
 
--- One member of a JSON object as text, or NULL when it is not there or cannot
--- be read as text (\u0000, a lone surrogate): the shard then refuses the input
--- with its own code, so the router never invents an error of its own.
-CREATE OR REPLACE FUNCTION sandbox_persist._json_text(doc json, member text) RETURNS text
+-- A member of a JSON object (a path of member names) as text, or NULL when
+-- it is not there or cannot be read as text (\u0000, a lone surrogate, which
+-- the json operators refuse): the shard then refuses the input with its own
+-- code, so the router never answers bad input with an error of its own.
+CREATE OR REPLACE FUNCTION sandbox_persist._json_text(doc json, VARIADIC path text[]) RETURNS text
 LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
     -- Fast path: without a \u escape the operator cannot fail; the exception
     -- block (a subtransaction) is paid only by unusual input.
     IF pg_catalog.strpos(doc::text, '\u') = 0 THEN
-        RETURN doc ->> member;
+        RETURN doc #>> path;
     END IF;
     BEGIN
-        RETURN doc ->> member;
+        RETURN doc #>> path;
     EXCEPTION WHEN others THEN
         RETURN NULL;
     END;

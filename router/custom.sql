@@ -85,19 +85,24 @@ DECLARE
     parts integer[] := '{}';
     target integer;
 BEGIN
-    IF pg_catalog.json_typeof(entries) = 'array' THEN
-        -- Only well-formed ids are probed; any other entry is the shard's to refuse.
-        SELECT array_agg(DISTINCT i) INTO ids
-        FROM (SELECT sandbox_persist._json_text(e, 'interruptId') AS i
-              FROM pg_catalog.json_array_elements(entries) AS e) s
-        WHERE i <> '' AND pg_catalog.octet_length(i) <= 1024;
-        IF ids IS NOT NULL THEN
-            FOR p IN 0 .. sandbox_persist._shard_count() - 1 LOOP
-                IF EXISTS (SELECT 1 FROM sandbox_persist._on_interrupt_ids(p, ids)) THEN
-                    parts := parts || p;
-                END IF;
-            END LOOP;
+    BEGIN
+        -- Only well-formed ids are probed; any other entry (or unreadable
+        -- text) is the shard's to refuse.
+        IF pg_catalog.json_typeof(entries) = 'array' THEN
+            SELECT array_agg(DISTINCT i) INTO ids
+            FROM (SELECT sandbox_persist._json_text(e, 'interruptId') AS i
+                  FROM pg_catalog.json_array_elements(entries) AS e) s
+            WHERE i <> '' AND pg_catalog.octet_length(i) <= 1024;
         END IF;
+    EXCEPTION WHEN others THEN
+        ids := NULL;
+    END;
+    IF ids IS NOT NULL THEN
+        FOR p IN 0 .. sandbox_persist._shard_count() - 1 LOOP
+            IF EXISTS (SELECT 1 FROM sandbox_persist._on_interrupt_ids(p, ids)) THEN
+                parts := parts || p;
+            END IF;
+        END LOOP;
     END IF;
     IF pg_catalog.cardinality(parts) > 1 THEN
         RAISE EXCEPTION 'interrupt batch spans shards'
@@ -165,12 +170,14 @@ DECLARE
     g record;
     result text;
 BEGIN
-    IF pg_catalog.json_typeof(leases) IS DISTINCT FROM 'array'
+    -- Unreadable text (a lone surrogate makes the json operators fail) is
+    -- the shard's to refuse, like any other bad input.
+    IF pg_catalog.strpos(leases::text, '\u') > 0
+       OR pg_catalog.json_typeof(leases) IS DISTINCT FROM 'array'
        OR pg_catalog.json_array_length(leases) = 0
        OR EXISTS (SELECT 1 FROM pg_catalog.json_array_elements(leases) AS e
                   WHERE pg_catalog.json_typeof(e) IS DISTINCT FROM 'object'
-                     OR pg_catalog.json_typeof(e -> 'key') IS DISTINCT FROM 'string'
-                     OR sandbox_persist._json_text(e, 'key') IS NULL) THEN
+                     OR pg_catalog.json_typeof(e -> 'key') IS DISTINCT FROM 'string') THEN
         RETURN sandbox_persist._on_lock_renew_many(0, leases, ttl_ms, now_ms);
     END IF;
     FOR g IN
@@ -366,10 +373,10 @@ BEGIN
 END
 $$;
 
--- Uploads: begun on the key's home shard; the router's upload id is
--- s<partition>.<the shard's id>, so later calls find their shard without a
--- look-up. An id in any other form goes to partition 0 unchanged, which
--- answers SP302 as for any unknown upload.
+-- Uploads: begun on the key's home shard, whose upload id (a UUID) goes to
+-- the client unchanged; the router remembers the partition per id. An id it
+-- does not know goes to partition 0, which answers SP302 as for any unknown
+-- upload.
 CREATE OR REPLACE FUNCTION sandbox_persist._on_blob_upload_begin(part integer, blob_key text, options json, now_ms bigint)
 RETURNS text LANGUAGE plproxy AS $p$
     CLUSTER 'sandbox_persist_shards';
@@ -398,46 +405,36 @@ RETURNS boolean LANGUAGE plproxy AS $p$
     SELECT sandbox_persist.blob_upload_abort(upload_id) AS _on_blob_upload_abort;
 $p$;
 
--- The partition and shard-side id of a router upload id.
-CREATE OR REPLACE FUNCTION sandbox_persist._upload_target(upload_id text, OUT part integer, OUT shard_id text)
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    m text[] := pg_catalog.regexp_match(upload_id, '^s([0-9]{1,2})\.(.+)$');
-BEGIN
-    IF m IS NOT NULL AND m[1]::integer < sandbox_persist._shard_count() THEN
-        part := m[1]::integer;
-        shard_id := m[2];
-    ELSE
-        part := 0;
-        shard_id := upload_id;
-    END IF;
-END
+-- The partition of an upload id.
+CREATE OR REPLACE FUNCTION sandbox_persist._upload_part(upload_id text) RETURNS integer
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce((SELECT u.shard FROM sandbox_persist.upload_placement u WHERE u.upload_id = $1), 0)
 $$;
 
 CREATE OR REPLACE FUNCTION sandbox_persist._custom_blob_upload_begin(blob_key text, options json DEFAULT NULL::json, now_ms bigint DEFAULT NULL::bigint)
 RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     home integer := sandbox_persist._partition(sandbox_persist._shard_of_key(blob_key));
+    id text := sandbox_persist._on_blob_upload_begin(home, blob_key, options, now_ms);
 BEGIN
-    RETURN 's' || home || '.' || sandbox_persist._on_blob_upload_begin(home, blob_key, options, now_ms);
+    INSERT INTO sandbox_persist.upload_placement (upload_id, shard) VALUES (id, home)
+    ON CONFLICT (upload_id) DO UPDATE SET shard = EXCLUDED.shard;
+    RETURN id;
 END
 $$;
 
 CREATE OR REPLACE FUNCTION sandbox_persist._custom_blob_upload_append(upload_id text, at_offset bigint, bytes bytea, now_ms bigint DEFAULT NULL::bigint)
-RETURNS json LANGUAGE plpgsql AS $$
-DECLARE
-    t record := sandbox_persist._upload_target(upload_id);
-BEGIN
-    RETURN sandbox_persist._on_blob_upload_append(t.part, t.shard_id, at_offset, bytes, now_ms);
-END
+RETURNS json LANGUAGE sql AS $$
+    SELECT sandbox_persist._on_blob_upload_append(sandbox_persist._upload_part($1), $1, $2, $3, $4)
 $$;
 
 CREATE OR REPLACE FUNCTION sandbox_persist._custom_blob_upload_abort(upload_id text) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
-    t record := sandbox_persist._upload_target(upload_id);
+    r boolean := sandbox_persist._on_blob_upload_abort(sandbox_persist._upload_part(upload_id), upload_id);
 BEGIN
-    RETURN sandbox_persist._on_blob_upload_abort(t.part, t.shard_id);
+    DELETE FROM sandbox_persist.upload_placement u WHERE u.upload_id = $1;
+    RETURN r;
 END
 $$;
 
@@ -448,20 +445,21 @@ $$;
 CREATE OR REPLACE FUNCTION sandbox_persist._custom_blob_upload_commit(upload_id text, now_ms bigint DEFAULT NULL::bigint)
 RETURNS json LANGUAGE plpgsql AS $$
 DECLARE
-    t record := sandbox_persist._upload_target(upload_id);
+    part integer := sandbox_persist._upload_part(upload_id);
     rec json;
     key text;
     content bytea;
     opts json;
 BEGIN
-    rec := sandbox_persist._on_blob_upload_commit(t.part, t.shard_id, now_ms);
+    rec := sandbox_persist._on_blob_upload_commit(part, upload_id, now_ms);
+    DELETE FROM sandbox_persist.upload_placement u WHERE u.upload_id = $1;
     key := rec ->> 'key';
     IF sandbox_persist._blob_is_addressed(key) AND sandbox_persist._shard_count() > 1 THEN
-        SELECT g.body INTO content FROM sandbox_persist._on_blob_get(t.part, key, NULL, NULL) AS g;
+        SELECT g.body INTO content FROM sandbox_persist._on_blob_get(part, key, NULL, NULL) AS g;
         opts := pg_catalog.json_strip_nulls(pg_catalog.json_build_object(
             'contentType', rec -> 'contentType', 'customMetadata', rec -> 'customMetadata'));
         FOR p IN 0 .. sandbox_persist._shard_count() - 1 LOOP
-            IF p <> t.part THEN
+            IF p <> part THEN
                 PERFORM sandbox_persist._on_blob_put(p, key, content, opts, now_ms);
             END IF;
         END LOOP;
@@ -499,7 +497,8 @@ CREATE OR REPLACE FUNCTION sandbox_persist._custom__reset_for_tests() RETURNS vo
 LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM FROM sandbox_persist._all__reset_for_tests();
-    TRUNCATE sandbox_persist.thread_placement, sandbox_persist.run_thread_cache;
+    TRUNCATE sandbox_persist.thread_placement, sandbox_persist.run_thread_cache,
+        sandbox_persist.upload_placement;
 END
 $$;
 
@@ -517,6 +516,200 @@ BEGIN
     EXECUTE format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA sandbox_persist TO %s', app_role);
     EXECUTE format('GRANT SELECT ON sandbox_persist.thread_placement TO %s', app_role);
     EXECUTE format('GRANT SELECT, INSERT ON sandbox_persist.run_thread_cache TO %s', app_role);
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON sandbox_persist.upload_placement TO %s', app_role);
     EXECUTE format('GRANT USAGE ON FOREIGN SERVER sandbox_persist_shards TO %s', app_role);
+END
+$$;
+
+-- ---------------------------------------------------------------- creates
+-- createOrResume and interrupt create return or keep an existing record
+-- whatever thread the input names, so a record that already exists is
+-- answered by its own shard; only a new one goes to the input's thread.
+
+-- The thread of a record as each shard sees it (NULL where unknown).
+CREATE OR REPLACE FUNCTION sandbox_persist._probe_thread(kind text, record_id text) RETURNS SETOF text
+LANGUAGE plproxy AS $p$
+    CLUSTER 'sandbox_persist_shards';
+    RUN ON ALL;
+    SELECT CASE kind
+               WHEN 'generation_run' THEN sandbox_persist.generation_run_get(record_id) ->> 'threadId'
+               WHEN 'interrupt' THEN sandbox_persist.interrupt_get(record_id) ->> 'threadId'
+           END AS _probe_thread;
+$p$;
+
+-- The partition that must answer a create: the existing record's, else the
+-- input's thread. Ids the shards would refuse are not probed (the shard
+-- refuses the create in its own check order).
+CREATE OR REPLACE FUNCTION sandbox_persist._create_target(kind text, input json, id_member text) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    id text := sandbox_persist._json_text(input, id_member);
+    thread text;
+BEGIN
+    IF id IS NOT NULL AND id <> '' AND pg_catalog.octet_length(id) <= 1024
+       AND pg_catalog.strpos(input::text, '\u') = 0
+       AND pg_catalog.json_typeof(input -> id_member) = 'string' THEN
+        IF kind = 'run' THEN
+            RETURN sandbox_persist._partition(sandbox_persist._shard_of_run_or(id, sandbox_persist._json_text(input, 'threadId')));
+        END IF;
+        SELECT t INTO thread FROM sandbox_persist._probe_thread(kind, id) AS t WHERE t IS NOT NULL LIMIT 1;
+    END IF;
+    RETURN sandbox_persist._partition(sandbox_persist._shard_of_thread(coalesce(thread, sandbox_persist._json_text(input, 'threadId'))));
+END
+$$;
+
+-- The shard of a run's thread (cache, else probe), else of the given thread.
+CREATE OR REPLACE FUNCTION sandbox_persist._shard_of_run_or(run_id text, thread_id text) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    thread text;
+BEGIN
+    SELECT c.thread_id INTO thread FROM sandbox_persist.run_thread_cache c WHERE c.run_id = $1;
+    IF NOT FOUND THEN
+        SELECT t INTO thread FROM sandbox_persist._probe_run_thread($1) AS t WHERE t IS NOT NULL LIMIT 1;
+    END IF;
+    RETURN sandbox_persist._shard_of_thread(coalesce(thread, $2));
+END
+$$;
+
+CREATE OR REPLACE FUNCTION sandbox_persist._on_run_create_or_resume(part integer, input json) RETURNS json
+LANGUAGE plproxy AS $p$
+    CLUSTER 'sandbox_persist_shards';
+    RUN ON part;
+    SELECT sandbox_persist.run_create_or_resume(input) AS _on_run_create_or_resume;
+$p$;
+
+-- Creates on the run's shard and remembers the run's thread, so its event
+-- log and run-driver lock find it without a fan-out.
+CREATE OR REPLACE FUNCTION sandbox_persist._custom_run_create_or_resume(input json) RETURNS json
+LANGUAGE plpgsql AS $$
+DECLARE
+    r json := sandbox_persist._on_run_create_or_resume(sandbox_persist._create_target('run', input, 'runId'), input);
+BEGIN
+    INSERT INTO sandbox_persist.run_thread_cache (run_id, thread_id)
+    VALUES (r ->> 'runId', r ->> 'threadId') ON CONFLICT DO NOTHING;
+    RETURN r;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION sandbox_persist._on_generation_run_create_or_resume(part integer, input json) RETURNS json
+LANGUAGE plproxy AS $p$
+    CLUSTER 'sandbox_persist_shards';
+    RUN ON part;
+    SELECT sandbox_persist.generation_run_create_or_resume(input) AS _on_generation_run_create_or_resume;
+$p$;
+
+CREATE OR REPLACE FUNCTION sandbox_persist._custom_generation_run_create_or_resume(input json) RETURNS json
+LANGUAGE sql AS $$
+    SELECT sandbox_persist._on_generation_run_create_or_resume(
+        sandbox_persist._create_target('generation_run', input, 'runId'), input)
+$$;
+
+CREATE OR REPLACE FUNCTION sandbox_persist._on_interrupt_create(part integer, record json) RETURNS boolean
+LANGUAGE plproxy AS $p$
+    CLUSTER 'sandbox_persist_shards';
+    RUN ON part;
+    SELECT sandbox_persist.interrupt_create(record) AS _on_interrupt_create;
+$p$;
+
+CREATE OR REPLACE FUNCTION sandbox_persist._custom_interrupt_create(record json) RETURNS boolean
+LANGUAGE sql AS $$
+    SELECT sandbox_persist._on_interrupt_create(
+        sandbox_persist._create_target('interrupt', record, 'interruptId'), record)
+$$;
+
+-- ---------------------------------------------------------------- notifications
+-- The shards notify their own listeners; a client connected to the router
+-- listens on the router. So the router repeats, in its own transaction (sent
+-- when the caller commits, after the shard has committed), the notifications
+-- a client waits on: a lock release, an event-log append or close, the
+-- reaper wake-up. Maintenance's attention and producer-lost notifications stay
+-- on the shards (the adapter's polling fallback covers them).
+
+CREATE OR REPLACE FUNCTION sandbox_persist._on_lock_release(part integer, lock_key text, owner_token text) RETURNS boolean
+LANGUAGE plproxy AS $p$
+    CLUSTER 'sandbox_persist_shards';
+    RUN ON part;
+    SELECT sandbox_persist.lock_release(lock_key, owner_token) AS _on_lock_release;
+$p$;
+
+CREATE OR REPLACE FUNCTION sandbox_persist._custom_lock_release(lock_key text, owner_token text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    r boolean := sandbox_persist._on_lock_release(sandbox_persist._shard_of_lock(lock_key), lock_key, owner_token);
+BEGIN
+    IF r THEN
+        PERFORM pg_catalog.pg_notify('sandbox_persist_lock', pg_catalog.md5(lock_key));
+    END IF;
+    RETURN r;
+END
+$$;
+
+-- The append and, in the same statement, the log id (visible once the log
+-- existed before the statement; a new log's first append is announced with
+-- 0, which wakes the readers that have no log id yet).
+CREATE OR REPLACE FUNCTION sandbox_persist._on_event_log_append(part integer, run_id text, chunks json, options json) RETURNS json
+LANGUAGE plproxy AS $p$
+    CLUSTER 'sandbox_persist_shards';
+    RUN ON part;
+    SELECT pg_catalog.json_build_object(
+        'r', sandbox_persist.event_log_append(run_id, chunks, options),
+        'log', sandbox_persist.event_log_read(run_id, 0, 0) -> 'logId') AS _on_event_log_append;
+$p$;
+
+CREATE OR REPLACE FUNCTION sandbox_persist._custom_event_log_append(run_id text, chunks json, options json DEFAULT NULL::json) RETURNS json
+LANGUAGE plpgsql AS $$
+DECLARE
+    a json := sandbox_persist._on_event_log_append(sandbox_persist._shard_of_run(run_id), run_id, chunks, options);
+BEGIN
+    IF pg_catalog.json_array_length(a -> 'r') > 0 THEN
+        PERFORM pg_catalog.pg_notify('sandbox_persist_event_log', coalesce(a ->> 'log', '0'));
+    END IF;
+    RETURN a -> 'r';
+END
+$$;
+
+CREATE OR REPLACE FUNCTION sandbox_persist._on_event_log_close(part integer, run_id text) RETURNS SETOF integer
+LANGUAGE plproxy AS $p$
+    CLUSTER 'sandbox_persist_shards';
+    RUN ON part;
+    SELECT 1 AS _on_event_log_close FROM sandbox_persist.event_log_close(run_id) AS v;
+$p$;
+
+CREATE OR REPLACE FUNCTION sandbox_persist._on_event_log_log_id(part integer, run_id text) RETURNS text
+LANGUAGE plproxy AS $p$
+    CLUSTER 'sandbox_persist_shards';
+    RUN ON part;
+    SELECT sandbox_persist.event_log_read(run_id, 0, 0) ->> 'logId' AS _on_event_log_log_id;
+$p$;
+
+CREATE OR REPLACE FUNCTION sandbox_persist._custom_event_log_close(run_id text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    part integer := sandbox_persist._shard_of_run(run_id);
+BEGIN
+    PERFORM FROM sandbox_persist._on_event_log_close(part, run_id);
+    PERFORM pg_catalog.pg_notify('sandbox_persist_event_log',
+                                 coalesce(sandbox_persist._on_event_log_log_id(part, run_id), '0'));
+END
+$$;
+
+CREATE OR REPLACE FUNCTION sandbox_persist._all_maintain(max_rows integer, now_ms bigint) RETURNS SETOF json
+LANGUAGE plproxy AS $p$
+    CLUSTER 'sandbox_persist_shards';
+    RUN ON ALL;
+    SELECT sandbox_persist.maintain(max_rows, now_ms) AS _all_maintain;
+$p$;
+
+CREATE OR REPLACE FUNCTION sandbox_persist._custom_maintain(max_rows integer DEFAULT 1000, now_ms bigint DEFAULT NULL::bigint) RETURNS json
+LANGUAGE plpgsql AS $$
+DECLARE
+    counts json := (SELECT sandbox_persist._merge_counts(array_agg(r)) FROM sandbox_persist._all_maintain(max_rows, now_ms) AS r);
+BEGIN
+    IF (counts ->> 'detachedRuns')::bigint > 0 THEN
+        PERFORM pg_catalog.pg_notify('sandbox_persist_reaper',
+            format('{"detached": %s, "due": %s}', counts ->> 'detachedRuns', counts ->> 'dueRuns'));
+    END IF;
+    RETURN counts;
 END
 $$;

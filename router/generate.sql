@@ -81,7 +81,7 @@ SELECT format(
 FROM pg_proc p
 JOIN routes r ON r.fn = p.proname
 CROSS JOIN LATERAL (SELECT coalesce(string_agg(quote_ident(n), ', ' ORDER BY i), '') AS names
-                    FROM unnest(p.proargnames) WITH ORDINALITY AS u(n, i)) AS a
+                    FROM unnest(p.proargnames[1:p.pronargs]) WITH ORDINALITY AS u(n, i)) AS a
 WHERE p.pronamespace = 'sandbox_persist'::regnamespace AND r.route <> 'shard'
 -- Inner functions before the wrappers that call them: plpgsql resolves names
 -- at call time, but keep the output readable.

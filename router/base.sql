@@ -273,3 +273,20 @@ BEGIN
     RAISE EXCEPTION USING ERRCODE = st, MESSAGE = cm, DETAIL = cd, HINT = ch;
 END
 $$;
+
+-- The client clock gate on the router: a session (or database) that sets
+-- sandbox_persist.allow_client_clock off on the router is refused a now_ms
+-- here, as a shard would refuse it (SP901, the shard's message and detail);
+-- unset, the shards' own setting decides. Settings of a router session never
+-- reach the shards, so without this a SET on the router would change nothing.
+-- Only a refusal is added: setting it on cannot grant what a shard refuses.
+CREATE OR REPLACE FUNCTION sandbox_persist._check_client_clock(now_ms bigint) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF now_ms IS NOT NULL
+       AND NOT coalesce(pg_catalog.current_setting('sandbox_persist.allow_client_clock', true)::boolean, true) THEN
+        RAISE EXCEPTION 'now_ms is not allowed' USING ERRCODE = 'SP901',
+            DETAIL = 'CLIENT_CLOCK_NOT_ALLOWED: The client clock is honoured only while sandbox_persist.allow_client_clock is on.';
+    END IF;
+END
+$$;

@@ -39,15 +39,19 @@ $$;
 -- inner function (_on_*: one partition; _all_*: every partition, then the
 -- merge; _custom_*: router/custom.sql), and re-raises a shard's error as the
 -- shard raised it: PL/Proxy keeps the SQLSTATE but prefixes the message and
--- detail, and clients read both (the code name opens the detail).
+-- detail, and clients read both (the code name opens the detail). A function
+-- with a now_ms argument first applies the router's client clock gate
+-- (_check_client_clock in router/base.sql).
 SELECT format(
     E'CREATE OR REPLACE FUNCTION sandbox_persist.%I(%s) RETURNS %s\n'
-    'LANGUAGE plpgsql AS $w$\nDECLARE\n    st text; m text; d text; h text;\nBEGIN\n    %s\n'
+    'LANGUAGE plpgsql AS $w$\nDECLARE\n    st text; m text; d text; h text;\nBEGIN\n    %s%s\n'
     'EXCEPTION WHEN others THEN\n'
     '    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, m = MESSAGE_TEXT, d = PG_EXCEPTION_DETAIL, h = PG_EXCEPTION_HINT;\n'
     '    PERFORM sandbox_persist._reraise(st, m, d, h);\n'
     '    RAISE;\nEND\n$w$;',
     p.proname, pg_get_function_arguments(p.oid), pg_get_function_result(p.oid),
+    CASE WHEN 'now_ms' = ANY (p.proargnames[1:p.pronargs])
+         THEN E'PERFORM sandbox_persist._check_client_clock(now_ms);\n    ' ELSE '' END,
     CASE
         WHEN r.route = 'custom' AND p.proretset THEN
             format('RETURN QUERY SELECT * FROM sandbox_persist.%I(%s);', '_custom_' || p.proname, a.names)

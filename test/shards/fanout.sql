@@ -4,7 +4,7 @@
 -- The shard calls commit on the shards as they run (PL/Proxy), so the suite
 -- starts from _reset_for_tests() instead of relying on its ROLLBACK.
 BEGIN;
-SELECT plan(62);
+SELECT plan(65);
 SELECT sandbox_persist._reset_for_tests();
 
 \set d '86400000::bigint'
@@ -217,6 +217,22 @@ SELECT sandbox_persist._reset_for_tests();
 SELECT is(pg_temp.on(0, 'SELECT count(*)::text FROM sandbox_persist.runs') || pg_temp.on(1, 'SELECT count(*)::text FROM sandbox_persist.runs'),
     '00', 'SH10.2 _reset_for_tests() empties every shard');
 SELECT is((SELECT count(*) FROM sandbox_persist.run_thread_cache), 0::bigint, 'SH10.3 ... and the router''s run cache');
+
+------------------------------------------------------------------------------
+-- SH11: the router's functions are not PUBLIC's; grant_app_role grants them.
+------------------------------------------------------------------------------
+CREATE ROLE sh_app;
+SET ROLE sh_app;
+SELECT is(split_part(pg_temp.err(format('SELECT sandbox_persist.message_load_thread(%L)', :'t0')), '|', 1), '42501',
+    'SH11.1 a role without the grant cannot call the router');
+RESET ROLE;
+SELECT sandbox_persist.grant_app_role('sh_app');
+SET ROLE sh_app;
+SELECT is(sandbox_persist.message_load_thread(:'t0')::text, '[]', 'SH11.2 after grant_app_role it can (a one-shard call)');
+SELECT ok(sandbox_persist.run_create_or_resume('{"runId":"sh-run","threadId":"sh-t","startedAt":1}') IS NOT NULL
+          AND sandbox_persist.event_log_append('sh-run', '[{"t":1}]')::text = '[1]',
+    'SH11.3 ... and a call that fills the run cache');
+RESET ROLE;
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -28,18 +28,17 @@ started=$(date +%s)
 #   event_log          SET event_log_reopen_on_append per session; log ids per shard; volatility
 #   fork, fork_registry  write reference rows directly; cross-shard forks are router/cross_shard.sql's
 #   hardening, security  the extension's catalog and grants, not the router's
-#   interrupts         V23 sets allow_client_clock per session (settings do not reach the shards)
 #   locks              L10.5/6: fences come from each shard's own sequence
 #   maintenance, producer_lost, reliability_time, zz_cron
 #                      set maintenance settings per session, write rows directly, pg_cron per shard
-STORE_SUITES=${STORE_SUITES:-"blobs checkpoints claims generation_runs instances messages metadata runs"}
+STORE_SUITES=${STORE_SUITES:-"blobs checkpoints claims generation_runs instances interrupts messages metadata runs"}
 
 # Node cases that cannot hold through a router (a regex alternative each):
 #   L11, E15   roll back a release or append: the shard call has already committed
-#   L16        delete or lock lock rows directly
-#   M15, B20, SP901, leaseDurationMs, producer-lost
+#   L16        (two cases) delete or lock lock rows directly
+#   M15, B20, producer-lost
 #              set a setting per session, which does not reach the shards
-NODE_EXCLUDED='L11 a committed release|E15 a committed append|L16 |M15 maintain|B20 objects above|an SP901 without the setting|leaseDurationMs travels to the server|SIGKILL the producer'
+NODE_EXCLUDED='L11 a committed release|E15 a committed append|L16 losing the lease row|L16 reaching the local deadline|M15 maintain|B20 objects above|SIGKILL the producer'
 
 failures=()
 fail() { failures+=("$1"); echo "FAILED: $1" >&2; }
@@ -95,7 +94,7 @@ for s in $STORE_SUITES; do files+=("test/pgtap/$s.sql"); done
 files+=(test/shards/fanout.sql)
 pgtap_out=$(mktemp)
 if pg_prove -f -d "$PGDATABASE" "${files[@]}" 2>&1 | tee "$pgtap_out"; then :; else fail "pgTAP through the router"; fi
-pgtap_line=$(grep -E '^(Files=|Result:)' "$pgtap_out" | tr '\n' ' ')
+pgtap_line="$(grep -E '^Files=' "$pgtap_out" | sed 's/,  *[0-9]* wallclock.*//'), result $(grep -E '^Result:' "$pgtap_out" | awk '{print $2}')"
 rm -f "$pgtap_out"
 
 # 4. The Node adapter suite through the router.

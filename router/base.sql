@@ -51,12 +51,25 @@ CREATE TABLE IF NOT EXISTS sandbox_persist.upload_placement (
 REVOKE ALL ON sandbox_persist.thread_placement, sandbox_persist.run_thread_cache,
     sandbox_persist.upload_placement FROM PUBLIC;
 
+-- The PL/Proxy cluster's name, for functions that name it through a function
+-- (router/cross_shard.sql's CLUSTER sandbox_persist._cluster_name()).
+CREATE OR REPLACE FUNCTION sandbox_persist._cluster_name() RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT 'sandbox_persist_shards'::text
+$$;
+
 -- The partition count of the cluster (a power of 2), from its server options.
 CREATE OR REPLACE FUNCTION sandbox_persist._shard_count() RETURNS integer
 LANGUAGE sql STABLE AS $$
     SELECT count(*)::integer
     FROM pg_catalog.pg_foreign_server s, pg_catalog.unnest(s.srvoptions) o
     WHERE s.srvname = 'sandbox_persist_shards' AND o ~ '^p[0-9]+='
+$$;
+
+-- The same count under the name router/cross_shard.sql uses.
+CREATE OR REPLACE FUNCTION sandbox_persist._partition_count() RETURNS integer
+LANGUAGE sql STABLE AS $$
+    SELECT sandbox_persist._shard_count()
 $$;
 
 -- The shard of a thread: a placement override, else hashtext of its id. A

@@ -21,8 +21,9 @@ DECLARE
     f regprocedure;
 BEGIN
     FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
-             WHERE p.pronamespace = 'sandbox_persist'::regnamespace LOOP
-        EXECUTE format('DROP FUNCTION %s CASCADE', f);
+             WHERE p.pronamespace = 'sandbox_persist'::regnamespace AND p.prokind IN ('f', 'p') LOOP
+        -- ROUTINE: router/cross_shard.sql adds procedures too.
+        EXECUTE format('DROP ROUTINE %s CASCADE', f);
     END LOOP;
 END
 $$;

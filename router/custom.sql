@@ -513,7 +513,7 @@ BEGIN
             DETAIL = 'Name the role to grant the router''s functions to.';
     END IF;
     EXECUTE format('GRANT USAGE ON SCHEMA sandbox_persist TO %s', app_role);
-    EXECUTE format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA sandbox_persist TO %s', app_role);
+    EXECUTE format('GRANT EXECUTE ON ALL ROUTINES IN SCHEMA sandbox_persist TO %s', app_role);
     EXECUTE format('GRANT SELECT ON sandbox_persist.thread_placement TO %s', app_role);
     EXECUTE format('GRANT SELECT, INSERT ON sandbox_persist.run_thread_cache TO %s', app_role);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON sandbox_persist.upload_placement TO %s', app_role);

@@ -51,7 +51,7 @@ if [ -f "$DIR/cross_shard.sql" ]; then
     psql_r -f "$DIR/cross_shard.sql"
 fi
 # Like the extension: nothing is callable by PUBLIC; grant_app_role grants a role.
-psql_r -c "REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA sandbox_persist FROM PUBLIC"
+psql_r -c "REVOKE EXECUTE ON ALL ROUTINES IN SCHEMA sandbox_persist FROM PUBLIC"
 # The check compares signatures with the shard's catalog.
 psql -X -q -v ON_ERROR_STOP=1 -d "$1" -At -c "
     SELECT p.proname || '(' || pg_get_function_arguments(p.oid) || ') -> ' || pg_get_function_result(p.oid)

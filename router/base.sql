@@ -158,6 +158,12 @@ LANGUAGE plpgsql AS $$
 DECLARE
     thread text;
 BEGIN
+    -- An id no run can have (empty, over 1024 bytes) is not looked up: the
+    -- look-up would raise run_get's error instead of the caller's (a lock key
+    -- 'run-driver:' is a valid lock key).
+    IF coalesce($1, '') = '' OR pg_catalog.octet_length($1) > 1024 THEN
+        RETURN pg_catalog.hashtext(coalesce($1, ''));
+    END IF;
     SELECT c.thread_id INTO thread FROM sandbox_persist.run_thread_cache c WHERE c.run_id = $1;
     IF NOT FOUND THEN
         SELECT t INTO thread FROM sandbox_persist._probe_run_thread($1) AS t WHERE t IS NOT NULL LIMIT 1;

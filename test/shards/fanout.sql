@@ -4,7 +4,7 @@
 -- The shard calls commit on the shards as they run (PL/Proxy), so the suite
 -- starts from _reset_for_tests() instead of relying on its ROLLBACK.
 BEGIN;
-SELECT plan(65);
+SELECT plan(66);
 SELECT sandbox_persist._reset_for_tests();
 
 \set d '86400000::bigint'
@@ -76,6 +76,9 @@ SELECT is(sandbox_persist.event_log_append('run-b', '[{"type":"y"}]', '{"produce
     '[2]', 'SH2.8 a matching fenceEpoch is accepted (the run is on the log''s shard)');
 SELECT ok(sandbox_persist.lock_acquire('run-driver:run-b', 60000) IS NOT NULL, 'SH2.9 a run-driver lock through the router');
 SELECT is(pg_temp.on(1, 'SELECT lock_key FROM sandbox_persist.locks'), 'run-driver:run-b', 'SH2.10 it is held on the run''s shard');
+SELECT ok(sandbox_persist.lock_acquire('run-driver:', 60000) IS NOT NULL
+          AND sandbox_persist.lock_acquire('run-driver:' || repeat('x', 1500), 60000) IS NOT NULL,
+    'SH2.11 run-driver: keys whose run id no run can have are plain lock keys (no run look-up error)');
 
 ------------------------------------------------------------------------------
 -- SH3: id-only reads find a record on either shard.

@@ -60,7 +60,7 @@ include $(PGXS)
 # changed struct or constant never leaves a stale object behind.
 $(OBJS): $(wildcard src/*.h)
 
-.PHONY: deps run stop test test-matrix torture
+.PHONY: deps run stop test test-matrix test-shards torture
 deps:
 	bash scripts/deps.sh
 run:
@@ -71,5 +71,7 @@ test:
 	bash scripts/test.sh
 test-matrix:
 	bash scripts/matrix.sh
+test-shards:
+	SANDBOX_PERSIST_SUITES=shards bash scripts/test.sh
 torture:
 	bash scripts/torture.sh

@@ -518,6 +518,45 @@ BEGIN
     EXECUTE format('GRANT SELECT, INSERT ON sandbox_persist.run_thread_cache TO %s', app_role);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON sandbox_persist.upload_placement TO %s', app_role);
     EXECUTE format('GRANT USAGE ON FOREIGN SERVER sandbox_persist_shards TO %s', app_role);
+    -- As in the extension, the administration routines stay the DBA's.
+    PERFORM sandbox_persist._revoke_admin_routines(app_role);
+END
+$$;
+
+-- Withdraw EXECUTE on the router's administration routines (those the
+-- extension never grants an application) from a role.
+CREATE OR REPLACE FUNCTION sandbox_persist._revoke_admin_routines(app_role regrole) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    fn regprocedure;
+BEGIN
+    FOR fn IN
+        SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace = 'sandbox_persist'::regnamespace
+           AND p.proname IN ('grant_app_role', 'revoke_app_role', 'schedule_maintenance',
+                             'unschedule_maintenance', '_reset_for_tests',
+                             '_custom_grant_app_role', '_custom_revoke_app_role',
+                             '_custom_schedule_maintenance', '_custom_unschedule_maintenance',
+                             '_custom__reset_for_tests', '_revoke_admin_routines')
+    LOOP
+        EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM %s', fn, app_role);
+    END LOOP;
+END
+$$;
+
+-- The router's revoke_app_role: withdraw everything grant_app_role gave.
+CREATE OR REPLACE FUNCTION sandbox_persist._custom_revoke_app_role(app_role regrole) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF app_role IS NULL OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE oid = app_role) THEN
+        RAISE EXCEPTION 'role % does not exist', coalesce(app_role::oid::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'revoke_app_role withdraws the grants of an existing role.';
+    END IF;
+    EXECUTE format('REVOKE EXECUTE ON ALL ROUTINES IN SCHEMA sandbox_persist FROM %s', app_role);
+    EXECUTE format('REVOKE ALL ON sandbox_persist.thread_placement, sandbox_persist.run_thread_cache, sandbox_persist.upload_placement FROM %s', app_role);
+    EXECUTE format('REVOKE USAGE ON FOREIGN SERVER sandbox_persist_shards FROM %s', app_role);
+    EXECUTE format('REVOKE USAGE ON SCHEMA sandbox_persist FROM %s', app_role);
 END
 $$;
 

@@ -4,7 +4,7 @@
 -- The shard calls commit on the shards as they run (PL/Proxy), so the suite
 -- starts from _reset_for_tests() instead of relying on its ROLLBACK.
 BEGIN;
-SELECT plan(66);
+SELECT plan(69);
 SELECT sandbox_persist._reset_for_tests();
 
 \set d '86400000::bigint'
@@ -215,7 +215,7 @@ SELECT CASE WHEN (SELECT prosrc FROM pg_proc WHERE oid = 'sandbox_persist._fork_
 ------------------------------------------------------------------------------
 -- SH10: maintenance and reset reach every shard.
 ------------------------------------------------------------------------------
-SELECT is((SELECT count(*) FROM json_object_keys(sandbox_persist.maintain())), 11::bigint, 'SH10.1 maintain() answers every count');
+SELECT is((SELECT count(*) FROM json_object_keys(sandbox_persist.maintain())), 13::bigint, 'SH10.1 maintain() answers every count');
 SELECT sandbox_persist._reset_for_tests();
 SELECT is(pg_temp.on(0, 'SELECT count(*)::text FROM sandbox_persist.runs') || pg_temp.on(1, 'SELECT count(*)::text FROM sandbox_persist.runs'),
     '00', 'SH10.2 _reset_for_tests() empties every shard');
@@ -236,6 +236,14 @@ SELECT ok(sandbox_persist.run_create_or_resume('{"runId":"sh-run","threadId":"sh
           AND sandbox_persist.event_log_append('sh-run', '[{"t":1}]')::text = '[1]',
     'SH11.3 ... and a call that fills the run cache');
 RESET ROLE;
+SELECT ok(NOT has_function_privilege('sh_app', 'sandbox_persist.grant_app_role(regrole)', 'EXECUTE')
+          AND NOT has_function_privilege('sh_app', 'sandbox_persist._reset_for_tests()', 'EXECUTE'),
+    'SH11.4 the administration routines are not granted');
+SELECT sandbox_persist.revoke_app_role('sh_app');
+SELECT ok(NOT has_schema_privilege('sh_app', 'sandbox_persist', 'USAGE')
+          AND NOT has_function_privilege('sh_app', format('sandbox_persist.message_load_thread(text)'), 'EXECUTE'),
+    'SH11.5 revoke_app_role withdraws the schema and the functions');
+SELECT lives_ok('DROP ROLE sh_app', 'SH11.6 after which the role can be dropped');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -5,6 +5,8 @@
 -- the shards' rows. The pgTAP suites compare table state before and after a
 -- call; through the router they then compare the state of every shard. Writes
 -- to these views fail, so a suite that corrupts rows on purpose cannot run.
+-- PL/Proxy passes no range or multirange type: such columns are mirrored as
+-- their text form.
 SELECT format(
     E'DROP VIEW IF EXISTS sandbox_persist.%1$I;\n'
     'DROP FUNCTION IF EXISTS sandbox_persist.%2$I();\n'
@@ -14,13 +16,16 @@ SELECT format(
     ' CLUSTER ''sandbox_persist_shards''; RUN ON ALL; SELECT %5$s FROM sandbox_persist.%1$I AS t; $p$;\n'
     'CREATE VIEW sandbox_persist.%1$I AS SELECT * FROM sandbox_persist.%2$I();',
     c.relname, '_mirror_' || c.relname, '_mirror_row_' || c.relname,
-    string_agg(format('%I %s', a.attname, format_type(a.atttypid, a.atttypmod))
+    string_agg(format('%I %s', a.attname,
+                      CASE WHEN t.typtype IN ('r', 'm') THEN 'text' ELSE format_type(a.atttypid, a.atttypmod) END)
                || CASE WHEN a.attcollation <> 0 AND a.attcollation <> 100
                        THEN ' COLLATE ' || (SELECT quote_ident(collname) FROM pg_collation WHERE oid = a.attcollation)
                        ELSE '' END, ', ' ORDER BY a.attnum),
-    string_agg(format('t.%I', a.attname), ', ' ORDER BY a.attnum))
+    string_agg(format(CASE WHEN t.typtype IN ('r', 'm') THEN 't.%I::text' ELSE 't.%I' END, a.attname),
+               ', ' ORDER BY a.attnum))
 FROM pg_class c
 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+JOIN pg_type t ON t.oid = a.atttypid
 WHERE c.relnamespace = 'sandbox_persist'::regnamespace AND c.relkind IN ('r', 'v')
 GROUP BY c.oid, c.relname
 ORDER BY c.relname;

@@ -15,7 +15,9 @@
 
 #include "catalog/pg_type.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 
 #include "blobs.h"
@@ -190,6 +192,28 @@ BlobReadTooLarge(int64 served, int64 limit)
 }
 
 /*
+ * Let the result tuplestore keep a row of row_bytes in memory. The row is in
+ * memory already; a store limited to work_mem would write an object larger
+ * than that to a temporary file and read it back before it is sent, which
+ * made whole reads of large objects slower than a plain bytea column. The
+ * store is empty here, so it is simply replaced by a larger one.
+ */
+static void
+BlobRoomForRow(ReturnSetInfo *rsinfo, int64 row_bytes)
+{
+	int64		need_kb = row_bytes / 1024 + 64;
+	MemoryContext old;
+
+	if (need_kb <= work_mem)
+		return;
+	old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+	tuplestore_end(rsinfo->setResult);
+	rsinfo->setResult = tuplestore_begin_heap((rsinfo->allowedModes & SFRM_Materialize_Random) != 0,
+											  false, (int) Min(need_kb + work_mem, MAX_KILOBYTES));
+	MemoryContextSwitchTo(old);
+}
+
+/*
  * blob_get(blob_key text, range_offset bigint, range_length bigint) ->
  * TABLE(record json, body bytea): the whole object, or exactly the requested
  * slice with `range` in the record; zero rows when the key does not exist.
@@ -293,6 +317,7 @@ BlobGet(FunctionCallInfo fcinfo, bool inline_layout)
 
 		values[0] = SpJsonResult(&buf);
 		values[1] = PointerGetDatum(body);
+		BlobRoomForRow(rsinfo, (int64) served + buf.len);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -1,12 +1,12 @@
 -- pgTAP: small blobs stored inline in their blobs row (docs/contract/blobs.md
--- §6.4, cases B24-B30): which objects go inline, reads and ranges of them,
+-- §6.4, cases B24-B31): which objects go inline, reads and ranges of them,
 -- overwrites between the inline and the chunked layout, content addressing,
 -- uploads, delete, maintenance GC, overview and corruption.
 -- Run with: pg_prove -d <db> test/pgtap/blob_inline.sql
 -- as a superuser, with sandbox_persist.allow_test_reset on for the database.
 -- Chunks are 4 kB here, so "one chunk" means at most 4096 bytes.
 BEGIN;
-SELECT plan(68);
+SELECT plan(71);
 SELECT sandbox_persist._reset_for_tests();
 SET LOCAL sandbox_persist.allow_client_clock = on;
 SET LOCAL sandbox_persist.blob_chunk_size = '4kB';
@@ -213,6 +213,22 @@ SELECT throws_ok($$UPDATE sandbox_persist.blobs SET inline_codec = NULL WHERE bl
     'B30.4 inline bytes without a codec are refused by the table');
 SELECT throws_ok($$UPDATE sandbox_persist.blobs SET inline_codec = 2 WHERE blob_key = 'b30/raw'$$, '23514', NULL,
     'B30.5 an unknown inline codec is refused by the table');
+
+------------------------------------------------------------------------------
+-- B31: a whole read larger than work_mem (the result row is kept in memory,
+-- not spilled to a temporary file) returns every byte, chunked or inline.
+------------------------------------------------------------------------------
+SET LOCAL work_mem = '64kB';
+DO $$BEGIN PERFORM sandbox_persist.blob_put('b31/big', pg_temp.rnd(300000, 'b31')); END$$;
+SELECT is(pg_temp.d(pg_temp.body('b31/big')), pg_temp.d(pg_temp.rnd(300000, 'b31')),
+    'B31.1 a 300000-byte whole read with work_mem 64kB');
+SELECT is(pg_temp.d((SELECT g.body FROM generate_series(1, 2) i, LATERAL sandbox_persist.blob_get('b31/big') g WHERE i = 2)),
+    pg_temp.d(pg_temp.rnd(300000, 'b31')), 'B31.2 the same read repeated in one statement (a fresh result each call)');
+SET LOCAL sandbox_persist.blob_chunk_size = '256kB';
+DO $$BEGIN PERFORM sandbox_persist.blob_put('b31/inline', pg_temp.text_bytes(200000)); END$$;
+SELECT is(pg_temp.how('b31/inline') || ' ' || pg_temp.d(pg_temp.body('b31/inline')),
+    'inline:1 ' || pg_temp.d(pg_temp.text_bytes(200000)), 'B31.3 a 200000-byte inline object read whole with work_mem 64kB');
+RESET work_mem;
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -110,24 +110,28 @@ VACUUM ANALYZE bench.stage;
 SQL
 
 # --------------------------------------------------------------- measuring
-# put and get statements of one system (ours, lz4, pglz) for workload $2
-prepare_put() {
-    case $1 in
-    ours) echo "PREPARE p(int) AS SELECT sandbox_persist.blob_put(k, body) FROM bench.stage WHERE w = '$2' AND i = \$1;" ;;
-    *) echo "PREPARE p(int) AS INSERT INTO bench.$1 (k, b) SELECT k, body FROM bench.stage WHERE w = '$2' AND i = \$1;" ;;
-    esac
+# The machine is shared and its load moves by the second, so the three
+# systems are interleaved object by object in one session (which goes first
+# rotates per object and per repetition): each sees the same load. Every
+# statement is its own transaction; its client-side time (psql \timing:
+# sent, executed, result received) is summed per system, so connection
+# set-up is not counted.
+SYSTEMS=(ours lz4 pglz)
+label() { case $1 in ours) echo sandbox_persist ;; *) echo "bytea $1" ;; esac; }
+prepare_all() {  # w
+    local w=$1
+    echo "PREPARE p_ours(int) AS SELECT sandbox_persist.blob_put(k, body) FROM bench.stage WHERE w = '$w' AND i = \$1;"
+    echo "PREPARE g_ours(int) AS SELECT g.body FROM bench.stage s, LATERAL sandbox_persist.blob_get(s.k) g WHERE s.w = '$w' AND s.i = \$1;"
+    echo "PREPARE r_ours(bigint) AS SELECT g.body FROM bench.stage s, LATERAL sandbox_persist.blob_get(s.k, \$1, 65536) g WHERE s.w = '$w' AND s.i = 1;"
+    for sys in lz4 pglz; do
+        echo "PREPARE p_$sys(int) AS INSERT INTO bench.$sys (k, b) SELECT k, body FROM bench.stage WHERE w = '$w' AND i = \$1;"
+        echo "PREPARE g_$sys(int) AS SELECT t.b FROM bench.stage s JOIN bench.$sys t ON t.k = s.k WHERE s.w = '$w' AND s.i = \$1;"
+        echo "PREPARE r_$sys(bigint) AS SELECT substring(t.b FROM (\$1 + 1)::int FOR 65536) FROM bench.stage s JOIN bench.$sys t ON t.k = s.k WHERE s.w = '$w' AND s.i = 1;"
+    done
 }
-prepare_get() {
-    case $1 in
-    ours) echo "PREPARE g(int) AS SELECT g.body FROM bench.stage s, LATERAL sandbox_persist.blob_get(s.k) g WHERE s.w = '$2' AND s.i = \$1;" ;;
-    *) echo "PREPARE g(int) AS SELECT t.b FROM bench.stage s JOIN bench.$1 t ON t.k = s.k WHERE s.w = '$2' AND s.i = \$1;" ;;
-    esac
-}
-truncate_sql() {
-    case $1 in
-    ours) echo "TRUNCATE sandbox_persist.blobs, sandbox_persist.blob_chunks, sandbox_persist.blob_uploads;" ;;
-    *) echo "TRUNCATE bench.$1;" ;;
-    esac
+truncate_all() {
+    echo "TRUNCATE sandbox_persist.blobs, sandbox_persist.blob_chunks, sandbox_persist.blob_uploads;"
+    echo "TRUNCATE bench.lz4; TRUNCATE bench.pglz; CHECKPOINT;"
 }
 stored_sql() {
     case $1 in
@@ -135,38 +139,49 @@ stored_sql() {
     *) echo "SELECT pg_total_relation_size('bench.$1')" ;;
     esac
 }
-# Run a script of one statement per object; prints the sum of the statements'
-# client-side times in ms (psql \timing: sent, executed, result received),
-# so connection set-up is not counted.
-timed() {
-    { echo '\timing on'; cat "$1"; } >"$1.timed"
-    db -At -o /dev/null -f "$1.timed" | awk '/^Time: / {t += $2} END {printf "%.3f\n", t}'
+# interleaved OP ARGS...: one line per statement "<sys> EXECUTE <op>_<sys>(<arg>);"
+# for every arg, systems rotated; writes $WORK/run.sql and $WORK/run.sys
+interleave() {  # op rep args...
+    local op=$1 r=$2 j x=0 sys
+    shift 2
+    : >"$WORK/run.sys"
+    { echo '\timing on'
+      for a in "$@"; do
+          for ((j = 0; j < 3; j++)); do
+              sys=${SYSTEMS[$(((r + x + j) % 3))]}
+              echo "EXECUTE ${op}_$sys($a);"
+              echo "$sys" >>"$WORK/run.sys"
+          done
+          x=$((x + 1))
+      done
+    } >"$WORK/run.sql"
+}
+# run $WORK/run.sql after the prepared statements of workload w; append each
+# system's total ms to $WORK/<op>_<sys>.ms
+run_interleaved() {  # w op
+    local w=$1 op=$2
+    { prepare_all "$w"; cat "$WORK/run.sql"; } >"$WORK/run.full.sql"
+    db -At -o /dev/null -f "$WORK/run.full.sql" | awk '/^Time: / {print $2}' >"$WORK/run.ms"
+    [ "$(wc -l <"$WORK/run.ms")" = "$(wc -l <"$WORK/run.sys")" ] || { log "lost timings"; exit 1; }
+    paste "$WORK/run.sys" "$WORK/run.ms" | awk -v dir="$WORK" -v op="$op" \
+        '{t[$1] += $2} END {for (s in t) printf "%.3f\n", t[s] >> (dir "/" op "_" s ".ms")}'
 }
 median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", (b > 0) ? a / b : 0}'; }
-SYSTEMS=(ours lz4 pglz)
-label() { case $1 in ours) echo sandbox_persist ;; *) echo "bytea $1" ;; esac; }
 
 workload() {  # w name
-    local w=$1 name=$2 n raw sys r k
+    local w=$1 name=$2 n raw sys r
     n=$(val "SELECT count(*) FROM bench.stage WHERE w = '$w'")
     [ "$n" -gt 0 ] || return 0
     raw=$(val "SELECT sum(octet_length(body)) FROM bench.stage WHERE w = '$w'")
     log "$name: $n objects, $raw bytes"
     echo -e "fact\t$name objects\t$n"
     echo -e "fact\t$name raw bytes\t$raw"
-    for sys in "${SYSTEMS[@]}"; do
-        { prepare_put "$sys" "$w"; for ((k = 1; k <= n; k++)); do echo "EXECUTE p($k);"; done; } >"$WORK/put_$sys.sql"
-        { prepare_get "$sys" "$w"; for ((k = 1; k <= n; k++)); do echo "EXECUTE g($k);"; done; } >"$WORK/get_$sys.sql"
-        : >"$WORK/put_$sys.ms"
-        : >"$WORK/get_$sys.ms"
-    done
-    for ((r = 0; r < REPS; r++)); do   # rotate which system goes first
-        for ((j = 0; j < 3; j++)); do
-            sys=${SYSTEMS[$(((r + j) % 3))]}
-            val "$(truncate_sql "$sys") CHECKPOINT" >/dev/null
-            timed "$WORK/put_$sys.sql" >>"$WORK/put_$sys.ms"
-        done
+    for sys in "${SYSTEMS[@]}"; do : >"$WORK/p_$sys.ms"; : >"$WORK/g_$sys.ms"; done
+    for ((r = 0; r < REPS; r++)); do
+        db -c "$(truncate_all)" >/dev/null
+        interleave p "$r" $(seq 1 "$n")
+        run_interleaved "$w" p
     done
     for sys in "${SYSTEMS[@]}"; do
         val "$(stored_sql "$sys")" >"$WORK/stored_$sys"
@@ -178,20 +193,17 @@ workload() {  # w name
                                      OR p.b IS DISTINCT FROM s.body)")
     if [ "$bad" != 0 ]; then log "$name: $bad objects read back wrong"; exit 1; fi
     for ((r = 0; r < REPS; r++)); do
-        for ((j = 0; j < 3; j++)); do
-            sys=${SYSTEMS[$(((r + j) % 3))]}
-            timed "$WORK/get_$sys.sql" >>"$WORK/get_$sys.ms"
-        done
+        interleave g "$r" $(seq 1 "$n")
+        run_interleaved "$w" g
     done
-    for op in put get; do
-        local ours base
+    local op ours base mo mb
+    for op in p g; do
         ours=$(median <"$WORK/${op}_ours.ms")
         for sys in lz4 pglz; do
             base=$(median <"$WORK/${op}_$sys.ms")
-            local mo mb
             mo=$(awk -v b="$raw" -v ms="$ours" 'BEGIN {printf "%.1f", b / 1e6 / (ms / 1000)}')
             mb=$(awk -v b="$raw" -v ms="$base" 'BEGIN {printf "%.1f", b / 1e6 / (ms / 1000)}')
-            echo -e "row\t$op\t$name\tMB/s\t$mo\t$(label "$sys")\t$mb\t$(ratio "$mo" "$mb")\thigher"
+            echo -e "row\t$([ $op = p ] && echo put || echo get)\t$name\tMB/s\t$mo\t$(label "$sys")\t$mb\t$(ratio "$mo" "$mb")\thigher"
         done
         log "$name $op ms: ours $(tr '\n' ' ' <"$WORK/${op}_ours.ms")| lz4 $(tr '\n' ' ' <"$WORK/${op}_lz4.ms")| pglz $(tr '\n' ' ' <"$WORK/${op}_pglz.ms")"
     done
@@ -201,32 +213,20 @@ workload() {  # w name
 }
 
 range_reads() {  # w name: 64 KiB reads of object 1 of workload w, left in place by workload()
-    local w=$1 name=$2 size sys k
+    local w=$1 name=$2 size sys k r ours base
     size=$(val "SELECT octet_length(body) FROM bench.stage WHERE w = '$w' AND i = 1")
     [ -n "$size" ] || return 0
-    for sys in "${SYSTEMS[@]}"; do
-        {
-            case $sys in
-            ours) echo "PREPARE r(bigint) AS SELECT g.body FROM bench.stage s, LATERAL sandbox_persist.blob_get(s.k, \$1, 65536) g WHERE s.w = '$w' AND s.i = 1;" ;;
-            *) echo "PREPARE r(bigint) AS SELECT substring(t.b FROM (\$1 + 1)::int FOR 65536) FROM bench.stage s JOIN bench.$sys t ON t.k = s.k WHERE s.w = '$w' AND s.i = 1;" ;;
-            esac
-            for ((k = 1; k <= RANGE_READS; k++)); do
-                echo "EXECUTE r($(((k * 7919 * 65537) % (size - 65536))));"
-            done
-        } >"$WORK/range_$sys.sql"
-        : >"$WORK/range_$sys.ms"
-    done
+    local offs=()
+    for ((k = 1; k <= RANGE_READS; k++)); do offs+=($(((k * 7919 * 65537) % (size - 65536)))); done
+    for sys in "${SYSTEMS[@]}"; do : >"$WORK/r_$sys.ms"; done
     for ((r = 0; r < REPS; r++)); do
-        for ((j = 0; j < 3; j++)); do
-            sys=${SYSTEMS[$(((r + j) % 3))]}
-            timed "$WORK/range_$sys.sql" >>"$WORK/range_$sys.ms"
-        done
+        interleave r "$r" "${offs[@]}"
+        run_interleaved "$w" r
     done
-    local ours base
-    ours=$(median <"$WORK/range_ours.ms")
+    ours=$(median <"$WORK/r_ours.ms")
     ours=$(awk -v ms="$ours" -v n="$RANGE_READS" 'BEGIN {printf "%.3f", ms / n}')
     for sys in lz4 pglz; do
-        base=$(median <"$WORK/range_$sys.ms")
+        base=$(median <"$WORK/r_$sys.ms")
         base=$(awk -v ms="$base" -v n="$RANGE_READS" 'BEGIN {printf "%.3f", ms / n}')
         echo -e "row\trange read\t64 KiB of $name\tms/op\t$ours\t$(label "$sys") substring\t$base\t$(ratio "$ours" "$base")\tlower"
     done

@@ -3,12 +3,14 @@
  *
  * The storage layer under blob_put and streamed uploads: key and option
  * checks, content addressing, writing a byte range as fixed-size chunks,
- * reading any byte range back (only the chunks that overlap it), and
- * publishing a staged version as the object behind a key.
+ * reading any byte range back (only the chunks that overlap it), slicing a
+ * stored chunk or inline object, publishing a staged version as the object
+ * behind a key, and publishing a small object inline in its blobs row.
  *
- * Locking: BlobPublish and BlobTouch write the key's blobs row, whose row lock
- * serialises writers of one key until commit; readers never lock and see
- * either the old version or the new one (chunks of a version are immutable).
+ * Locking: BlobPublish, BlobPublishInline and BlobTouch write the key's
+ * blobs row, whose row lock serialises writers of one key until commit;
+ * readers never lock and see either the old version or the new one (chunks
+ * of a version and the bytes of an inline row version are immutable).
  */
 #include "postgres.h"
 
@@ -45,18 +47,56 @@ static SpQuery blob_chunk_range = {
  * field but createdAt. replaced_version hands back the version the update
  * replaced, so its chunks can be deleted; the row lock taken by ON CONFLICT
  * makes a concurrent writer of the same key wait and then replace ours.
+ * Two texts: the 0.3.0 one also drops an inline object the chunks replace;
+ * the 0.2.0 schema, still served by this library until it is updated, has
+ * no inline columns.
  */
-static SpQuery blob_publish = {
-	"INSERT INTO sandbox_persist.blobs AS b (blob_key, version, size, etag, content_type,"
-	" custom_metadata, created_at, updated_at, relied_on_at)"
-	" VALUES ($1, $2, $3, nextval('sandbox_persist.blob_etags')::text, $4, $5, $6, $6,"
-	"         CASE WHEN $7 THEN $6 END)"
-	" ON CONFLICT (blob_key) DO UPDATE SET version = EXCLUDED.version, size = EXCLUDED.size,"
-	" etag = EXCLUDED.etag, content_type = EXCLUDED.content_type,"
-	" custom_metadata = EXCLUDED.custom_metadata, updated_at = EXCLUDED.updated_at,"
-	" relied_on_at = EXCLUDED.relied_on_at, replaced_version = b.version"
-	" RETURNING replaced_version, " BLOB_RECORD_COLUMNS,
+#define BLOB_PUBLISH_SQL(CLEAR_INLINE) \
+	"INSERT INTO sandbox_persist.blobs AS b (blob_key, version, size, etag, content_type," \
+	" custom_metadata, created_at, updated_at, relied_on_at)" \
+	" VALUES ($1, $2, $3, nextval('sandbox_persist.blob_etags')::text, $4, $5, $6, $6," \
+	"         CASE WHEN $7 THEN $6 END)" \
+	" ON CONFLICT (blob_key) DO UPDATE SET version = EXCLUDED.version, size = EXCLUDED.size," \
+	" etag = EXCLUDED.etag, content_type = EXCLUDED.content_type," \
+	" custom_metadata = EXCLUDED.custom_metadata, updated_at = EXCLUDED.updated_at," \
+	" relied_on_at = EXCLUDED.relied_on_at, replaced_version = b.version" CLEAR_INLINE \
+	" RETURNING replaced_version, " BLOB_RECORD_COLUMNS
+
+static SpQuery blob_publish_v2 = {
+	BLOB_PUBLISH_SQL(""),
 	7, {TEXTOID, INT8OID, INT8OID, TEXTOID, JSONOID, INT8OID, BOOLOID}
+};
+
+static SpQuery blob_publish = {
+	BLOB_PUBLISH_SQL(", inline_codec = NULL, inline_data = NULL"),
+	7, {TEXTOID, INT8OID, INT8OID, TEXTOID, JSONOID, INT8OID, BOOLOID}
+};
+
+/*
+ * Publish a small object inline, in its blobs row: one statement, one heap
+ * row (plus its TOAST), no chunk row. The same rules as blob_publish, and for
+ * a content address ($6) that already exists those of blob_touch: the row
+ * keeps its version, size, etag and bytes (chunked or inline), only options
+ * and times change. Sequence values drawn for a kept row are simply skipped.
+ * RETURNING gives the version now behind the key and the one replaced.
+ */
+static SpQuery blob_publish_inline = {
+	"INSERT INTO sandbox_persist.blobs AS b (blob_key, version, size, etag, content_type,"
+	" custom_metadata, created_at, updated_at, relied_on_at, inline_codec, inline_data)"
+	" VALUES ($1, nextval('sandbox_persist.blob_versions'), $2,"
+	"         nextval('sandbox_persist.blob_etags')::text, $3, $4, $5, $5,"
+	"         CASE WHEN $6 THEN $5 END, $7, $8)"
+	" ON CONFLICT (blob_key) DO UPDATE SET"
+	" version = CASE WHEN $6 THEN b.version ELSE EXCLUDED.version END,"
+	" size = CASE WHEN $6 THEN b.size ELSE EXCLUDED.size END,"
+	" etag = CASE WHEN $6 THEN b.etag ELSE EXCLUDED.etag END,"
+	" content_type = EXCLUDED.content_type, custom_metadata = EXCLUDED.custom_metadata,"
+	" updated_at = EXCLUDED.updated_at, relied_on_at = EXCLUDED.relied_on_at,"
+	" inline_codec = CASE WHEN $6 THEN b.inline_codec ELSE EXCLUDED.inline_codec END,"
+	" inline_data = CASE WHEN $6 THEN b.inline_data ELSE EXCLUDED.inline_data END,"
+	" replaced_version = CASE WHEN $6 THEN b.replaced_version ELSE b.version END"
+	" RETURNING version, replaced_version, " BLOB_RECORD_COLUMNS,
+	8, {TEXTOID, INT8OID, TEXTOID, JSONOID, INT8OID, BOOLOID, INT2OID, BYTEAOID}
 };
 
 /* A put of content already stored under a content address: no bytes written. */
@@ -188,16 +228,20 @@ BlobWriteChunks(int64 version, int64 offset, const char *data, int64 len, int ch
 }
 
 /*
- * Bytes [start, start + len) of one stored chunk. A raw chunk is stored
- * uncompressed and out of line (STORAGE EXTERNAL), so PostgreSQL can fetch
- * just the TOAST pieces covering the slice; a zstd chunk is decoded whole.
- * Either way the stored length is checked against raw_length first.
+ * Copy bytes [start, start + len) of one stored chunk, or of an inline
+ * object (stored the same way), to dst when not NULL and feed them to hash
+ * when not NULL. A raw chunk is stored uncompressed and out of line (STORAGE
+ * EXTERNAL), so PostgreSQL fetches just the TOAST pieces covering the slice;
+ * a zstd chunk is decoded whole, straight into dst when all of it is wanted
+ * (a whole read then copies each byte once). The stored length is checked
+ * against raw_length first.
  */
-static const char *
-BlobChunkSlice(int codec, Datum data, int32 raw_length, int64 start, int64 len)
+void
+BlobSliceStored(int codec, Datum data, int32 raw_length, int64 start, int64 len, char *dst,
+				pg_cryptohash_ctx *hash)
 {
 	bytea	   *stored;
-	char	   *raw;
+	const char *bytes;
 
 	if (codec == BLOB_CODEC_RAW)
 	{
@@ -214,12 +258,33 @@ BlobChunkSlice(int codec, Datum data, int32 raw_length, int64 start, int64 len)
 					 errmsg("stored blob chunk is corrupt"),
 					 errdetail("A slice of " INT64_FORMAT " bytes came back with %zu.",
 							   len, (Size) VARSIZE_ANY_EXHDR(stored))));
-		return VARDATA_ANY(stored);
+		bytes = VARDATA_ANY(stored);
 	}
-	stored = DatumGetByteaPP(data);
-	raw = palloc(Max(raw_length, 1));
-	BlobDecodeChunk(codec, VARDATA_ANY(stored), VARSIZE_ANY_EXHDR(stored), raw_length, raw);
-	return raw + start;
+	else if (codec == BLOB_CODEC_ZSTD)
+	{
+		stored = DatumGetByteaPP(data);
+		if (dst != NULL && start == 0 && len == raw_length)
+		{
+			BlobDecodeZstd(VARDATA_ANY(stored), VARSIZE_ANY_EXHDR(stored), raw_length, dst);
+			bytes = dst;
+		}
+		else
+		{
+			char	   *raw = palloc(Max(raw_length, 1));
+
+			BlobDecodeZstd(VARDATA_ANY(stored), VARSIZE_ANY_EXHDR(stored), raw_length, raw);
+			bytes = raw + start;
+		}
+	}
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("stored blob chunk is corrupt"),
+				 errdetail("Unknown codec %d.", codec)));
+	if (dst != NULL && bytes != dst)
+		memcpy(dst, bytes, len);
+	if (hash != NULL && pg_cryptohash_update(hash, (const uint8 *) bytes, len) < 0)
+		elog(ERROR, "could not update a SHA-256 hash");
 }
 
 /* Delete every chunk of a version. Inside SPI. */
@@ -273,7 +338,6 @@ BlobReadRange(int64 version, int64 offset, int64 len, char *dst, pg_cryptohash_c
 			int16		codec;
 			bool		isnull;
 			Datum		data;
-			const char *bytes;
 			int64		from;
 			int64		to;
 
@@ -293,11 +357,8 @@ BlobReadRange(int64 version, int64 offset, int64 len, char *dst, pg_cryptohash_c
 			to = Min(end, chunk_offset + raw_length);
 			if (to <= from)
 				continue;
-			bytes = BlobChunkSlice(codec, data, raw_length, from - chunk_offset, to - from);
-			if (dst != NULL)
-				memcpy(dst + (from - offset), bytes, to - from);
-			if (hash != NULL && pg_cryptohash_update(hash, (const uint8 *) bytes, to - from) < 0)
-				elog(ERROR, "could not update a SHA-256 hash");
+			BlobSliceStored(codec, data, raw_length, from - chunk_offset, to - from,
+							dst != NULL ? dst + (from - offset) : NULL, hash);
 			next = to;
 			MemoryContextReset(batch_cxt);
 		}
@@ -378,11 +439,12 @@ BlobRecordResult(int first_col, MemoryContext outer)
 /*
  * Make `version` the object behind `key` (createdAt kept on overwrite, new
  * etag, options replaced whole) and drop the replaced version's chunks.
- * Returns the BlobRecord. Inside SPI.
+ * inline_layout: the schema has the 0.3.0 inline columns (then an inline
+ * object being replaced is cleared). Returns the BlobRecord. Inside SPI.
  */
 Datum
 BlobPublish(const char *key, int64 version, int64 size, const BlobOptions *opts, int64 now,
-			MemoryContext outer)
+			MemoryContext outer, bool inline_layout)
 {
 	SpArgs		args;
 	int64		replaced;
@@ -395,7 +457,7 @@ BlobPublish(const char *key, int64 version, int64 size, const BlobOptions *opts,
 	BlobOptionArgs(&args, opts);
 	SpArgInt64(&args, now);
 	SpArgBool(&args, BlobIsContentAddressed(key));
-	SpExec(&blob_publish, &args, false, 0);
+	SpExec(inline_layout ? &blob_publish : &blob_publish_v2, &args, false, 0);
 	record = BlobRecordResult(2, outer);
 	if (SpGetInt64(0, 1, &replaced) && replaced != version)
 		BlobDeleteVersion(replaced);
@@ -418,4 +480,43 @@ BlobTouch(const char *key, const BlobOptions *opts, int64 now, MemoryContext out
 	SpArgInt64(&args, now);
 	*found = SpExec(&blob_touch, &args, false, 0) == 1;
 	return *found ? BlobRecordResult(1, outer) : (Datum) 0;
+}
+
+/*
+ * Store a non-empty object of at most one chunk inline in its blobs row,
+ * compressed like a chunk, with the overwrite and content-address rules of
+ * BlobPublish and BlobTouch in one statement. Returns the BlobRecord.
+ * Inside SPI; the schema must be 0.3.0.
+ */
+Datum
+BlobPublishInline(const char *key, const char *data, int len, const BlobOptions *opts,
+				  int64 now, MemoryContext outer)
+{
+	bool		content_addressed = BlobIsContentAddressed(key);
+	char	   *stored;
+	int			stored_len;
+	int			codec = BlobEncodeChunk(data, len, &stored, &stored_len);
+	bytea	   *b = palloc(VARHDRSZ + stored_len);
+	SpArgs		args;
+	int64		version = 0;
+	int64		replaced;
+	Datum		record;
+
+	SET_VARSIZE(b, VARHDRSZ + stored_len);
+	memcpy(VARDATA(b), stored, stored_len);
+	SpArgsInit(&args);
+	SpArgText(&args, key);
+	SpArgInt64(&args, len);
+	BlobOptionArgs(&args, opts);
+	SpArgInt64(&args, now);
+	SpArgBool(&args, content_addressed);
+	SpArgDatum(&args, Int16GetDatum(codec));
+	SpArgDatum(&args, PointerGetDatum(b));
+	SpExec(&blob_publish_inline, &args, false, 0);
+	record = BlobRecordResult(3, outer);
+	SpGetInt64(0, 1, &version);
+	/* an overwrite of a chunked object leaves its chunks to delete; a kept content address does not */
+	if (!content_addressed && SpGetInt64(0, 2, &replaced) && replaced != version)
+		BlobDeleteVersion(replaced);
+	return record;
 }

@@ -27,6 +27,7 @@
 PG_FUNCTION_INFO_V1(blob_upload_begin);
 PG_FUNCTION_INFO_V1(blob_upload_append);
 PG_FUNCTION_INFO_V1(blob_upload_commit);
+PG_FUNCTION_INFO_V1(blob_upload_commit_v3);
 PG_FUNCTION_INFO_V1(blob_upload_abort);
 
 /* The tail (shorter than a chunk) plus the largest piece fit one allocation. */
@@ -238,9 +239,11 @@ blob_upload_append(PG_FUNCTION_ARGS)
  * staged bytes atomically as the object (createdAt kept on overwrite, new
  * etag, options replaced) and return its BlobRecord. A content-addressed key
  * is verified by reading the staged bytes back once (SP301 on mismatch).
+ * Uploads always stay chunked; with inline_layout (0.3.0) the commit also
+ * clears an inline object it replaces.
  */
-Datum
-blob_upload_commit(PG_FUNCTION_ARGS)
+static Datum
+BlobUploadCommit(FunctionCallInfo fcinfo, bool inline_layout)
 {
 	char	   *upload_id = BlobUploadIdArg(fcinfo, 0);
 	int64		now = SpNowMs(fcinfo, 1);
@@ -268,12 +271,27 @@ blob_upload_commit(PG_FUNCTION_ARGS)
 			BlobDeleteVersion(up.version);
 	}
 	if (!found)
-		record = BlobPublish(up.key, up.version, up.received, &up.opts, now, outer);
+		record = BlobPublish(up.key, up.version, up.received, &up.opts, now, outer,
+							 inline_layout);
 	SpArgsInit(&args);
 	SpArgText(&args, upload_id);
 	SpExec(&upload_remove, &args, false, 0);
 	SPI_finish();
 	PG_RETURN_DATUM(record);
+}
+
+/* blob_upload_commit for a 0.2.0 schema (no inline columns). */
+Datum
+blob_upload_commit(PG_FUNCTION_ARGS)
+{
+	return BlobUploadCommit(fcinfo, false);
+}
+
+/* blob_upload_commit for the 0.3.0 schema. */
+Datum
+blob_upload_commit_v3(PG_FUNCTION_ARGS)
+{
+	return BlobUploadCommit(fcinfo, true);
 }
 
 /*

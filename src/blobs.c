@@ -15,19 +15,35 @@
 
 #include "catalog/pg_type.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 
 #include "blobs.h"
 
+/*
+ * blob_put and blob_get serve a database still at 0.2.0 (chunks only);
+ * the 0.3.0 script points the SQL functions at the _v3 symbols, which also
+ * store and read small objects inline in their blobs row.
+ */
 PG_FUNCTION_INFO_V1(blob_put);
+PG_FUNCTION_INFO_V1(blob_put_v3);
 PG_FUNCTION_INFO_V1(blob_get);
+PG_FUNCTION_INFO_V1(blob_get_v3);
 PG_FUNCTION_INFO_V1(blob_head);
 PG_FUNCTION_INFO_V1(blob_delete);
 PG_FUNCTION_INFO_V1(blob_list);
 
 static SpQuery blob_select = {
 	"SELECT version, " BLOB_RECORD_COLUMNS " FROM sandbox_persist.blobs WHERE blob_key = $1",
+	1, {TEXTOID}
+};
+
+/* blob_select plus the inline columns (0.3.0): codec and bytes, or NULLs for a chunked object. */
+static SpQuery blob_select_inline = {
+	"SELECT version, " BLOB_RECORD_COLUMNS ", inline_codec, inline_data"
+	" FROM sandbox_persist.blobs WHERE blob_key = $1",
 	1, {TEXTOID}
 };
 
@@ -78,10 +94,12 @@ BlobNewVersion(void)
  * blob_put(blob_key text, body bytea, options json, now_ms bigint) -> json:
  * store the bytes (overwrite semantics) and return the BlobRecord. A
  * content-addressed key must match its bytes' SHA-256; when it already
- * exists no bytes are written.
+ * exists no bytes are written. With inline_layout (0.3.0), a non-empty body
+ * of at most one chunk and sandbox_persist.blob_inline_max bytes goes into
+ * its blobs row in one statement.
  */
-Datum
-blob_put(PG_FUNCTION_ARGS)
+static Datum
+BlobPut(FunctionCallInfo fcinfo, bool inline_layout)
 {
 	char	   *key = BlobCheckKeyArg(fcinfo, 0);
 	bytea	   *body;
@@ -90,9 +108,11 @@ blob_put(PG_FUNCTION_ARGS)
 	MemoryContext outer = CurrentMemoryContext;
 	Datum		record = (Datum) 0;
 	bool		found = false;
+	int64		size;
 
 	CheckArgNotNull(fcinfo, 1, "body", "An empty object is an empty bytea, not NULL.");
 	body = PG_GETARG_BYTEA_PP(1);
+	size = VARSIZE_ANY_EXHDR(body);
 	BlobReadOptions(fcinfo, 2, &opts);
 	now = SpNowMs(fcinfo, 3);
 	if (BlobIsContentAddressed(key))
@@ -105,18 +125,36 @@ blob_put(PG_FUNCTION_ARGS)
 	}
 
 	SPI_connect();
-	if (BlobIsContentAddressed(key))
-		record = BlobTouch(key, &opts, now, outer, &found);
-	if (!found)
+	if (inline_layout && size > 0 && size <= Min(sp_blob_inline_max, sp_blob_chunk_size))
+		record = BlobPublishInline(key, VARDATA_ANY(body), (int) size, &opts, now, outer);
+	else
 	{
-		int64		version = BlobNewVersion();
+		if (BlobIsContentAddressed(key))
+			record = BlobTouch(key, &opts, now, outer, &found);
+		if (!found)
+		{
+			int64		version = BlobNewVersion();
 
-		BlobWriteChunks(version, 0, VARDATA_ANY(body), VARSIZE_ANY_EXHDR(body),
-						sp_blob_chunk_size);
-		record = BlobPublish(key, version, VARSIZE_ANY_EXHDR(body), &opts, now, outer);
+			BlobWriteChunks(version, 0, VARDATA_ANY(body), size, sp_blob_chunk_size);
+			record = BlobPublish(key, version, size, &opts, now, outer, inline_layout);
+		}
 	}
 	SPI_finish();
 	PG_RETURN_DATUM(record);
+}
+
+/* blob_put for a 0.2.0 schema: every object in chunks. */
+Datum
+blob_put(PG_FUNCTION_ARGS)
+{
+	return BlobPut(fcinfo, false);
+}
+
+/* blob_put for the 0.3.0 schema: small objects inline. */
+Datum
+blob_put_v3(PG_FUNCTION_ARGS)
+{
+	return BlobPut(fcinfo, true);
 }
 
 /* Raise 22003 with the upstream text for a range outside the object. */
@@ -150,12 +188,35 @@ BlobReadTooLarge(int64 served, int64 limit)
 }
 
 /*
+ * Let the result tuplestore keep a row of row_bytes in memory. The row is in
+ * memory already; a store limited to work_mem would write an object larger
+ * than that to a temporary file and read it back before it is sent, which
+ * made whole reads of large objects slower than a plain bytea column. The
+ * store is empty here, so it is simply replaced by a larger one.
+ */
+static void
+BlobRoomForRow(ReturnSetInfo *rsinfo, int64 row_bytes)
+{
+	int64		need_kb = row_bytes / 1024 + 64;
+	MemoryContext old;
+
+	if (need_kb <= work_mem)
+		return;
+	old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+	tuplestore_end(rsinfo->setResult);
+	rsinfo->setResult = tuplestore_begin_heap((rsinfo->allowedModes & SFRM_Materialize_Random) != 0,
+											  false, (int) Min(need_kb + work_mem, MAX_KILOBYTES));
+	MemoryContextSwitchTo(old);
+}
+
+/*
  * blob_get(blob_key text, range_offset bigint, range_length bigint) ->
  * TABLE(record json, body bytea): the whole object, or exactly the requested
  * slice with `range` in the record; zero rows when the key does not exist.
+ * With inline_layout (0.3.0) an inline object is sliced from its blobs row.
  */
-Datum
-blob_get(PG_FUNCTION_ARGS)
+static Datum
+BlobGet(FunctionCallInfo fcinfo, bool inline_layout)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	MemoryContext outer = CurrentMemoryContext;
@@ -181,10 +242,11 @@ blob_get(PG_FUNCTION_ARGS)
 	SPI_connect();
 	SpArgsInit(&args);
 	SpArgText(&args, key);
-	found = SpExec(&blob_select, &args, true, 1) == 1;
+	found = SpExec(inline_layout ? &blob_select_inline : &blob_select, &args, true, 1) == 1;
 	if (found)
 	{
 		MemoryContext spi;
+		bool		is_inline = inline_layout && !SpIsNull(0, 9);
 
 		SpGetInt64(0, 1, &version);
 		SpGetInt64(0, 3, &size);
@@ -224,7 +286,24 @@ blob_get(PG_FUNCTION_ARGS)
 		body = palloc(VARHDRSZ + served);
 		SET_VARSIZE(body, VARHDRSZ + served);
 		MemoryContextSwitchTo(spi);
-		BlobReadRange(version, offset, served, VARDATA(body), NULL, true);
+		if (!is_inline)
+			BlobReadRange(version, offset, served, VARDATA(body), NULL, true);
+		else if (served > 0)
+		{
+			bool		isnull;
+			int16		codec = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[0],
+															SPI_tuptable->tupdesc, 9, &isnull));
+			Datum		data = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 10,
+											 &isnull);
+
+			if (size > BLOB_CHUNK_SIZE_MAX || isnull)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATA_CORRUPTED),
+						 errmsg("stored blob chunk is corrupt"),
+						 errdetail("An inline object of " INT64_FORMAT " bytes is larger than a chunk"
+								   " or has no bytes.", size)));
+			BlobSliceStored(codec, data, (int32) size, offset, served, VARDATA(body), NULL);
+		}
 	}
 	SPI_finish();
 	if (found)
@@ -234,9 +313,24 @@ blob_get(PG_FUNCTION_ARGS)
 
 		values[0] = SpJsonResult(&buf);
 		values[1] = PointerGetDatum(body);
+		BlobRoomForRow(rsinfo, (int64) served + buf.len);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
+}
+
+/* blob_get for a 0.2.0 schema: every object in chunks. */
+Datum
+blob_get(PG_FUNCTION_ARGS)
+{
+	return BlobGet(fcinfo, false);
+}
+
+/* blob_get for the 0.3.0 schema: chunked or inline objects. */
+Datum
+blob_get_v3(PG_FUNCTION_ARGS)
+{
+	return BlobGet(fcinfo, true);
 }
 
 /*

@@ -7,7 +7,9 @@
  * An object is a row in blobs plus chunk rows keyed by a version id. A write
  * stages chunks under a fresh version and publishes it by pointing the blobs
  * row at it (the row lock serialises writers of one key); the replaced
- * version's chunks are deleted in the same transaction.
+ * version's chunks are deleted in the same transaction. Since 0.3.0 a put of
+ * at most one chunk keeps the bytes, compressed like a chunk, in the blobs
+ * row itself (inline_codec, inline_data) and has no chunk rows.
  */
 #ifndef SANDBOX_PERSIST_BLOBS_H
 #define SANDBOX_PERSIST_BLOBS_H
@@ -40,6 +42,7 @@
 
 /* settings (sandbox_persist.c) */
 extern int	sp_blob_chunk_size;
+extern int	sp_blob_inline_max;
 extern int	sp_zstd_level;
 extern int	sp_blob_max_read;
 extern int	sp_blob_gc_grace_s;
@@ -54,7 +57,7 @@ typedef struct BlobOptions
 
 /* zstd_codec.c */
 extern int	BlobEncodeChunk(const char *src, int len, char **out, int *outlen);
-extern void BlobDecodeChunk(int codec, const char *src, int srclen, int raw_length, char *dst);
+extern void BlobDecodeZstd(const char *src, int srclen, int raw_length, char *dst);
 
 /* blob_storage.c */
 extern char *BlobCheckKeyArg(FunctionCallInfo fcinfo, int argno);
@@ -68,7 +71,11 @@ extern void BlobDeleteVersion(int64 version);
 extern void BlobReadRange(int64 version, int64 offset, int64 len, char *dst,
 						  pg_cryptohash_ctx *hash, bool read_only);
 extern Datum BlobPublish(const char *key, int64 version, int64 size, const BlobOptions *opts,
-						 int64 now, MemoryContext outer);
+						 int64 now, MemoryContext outer, bool inline_layout);
+extern Datum BlobPublishInline(const char *key, const char *data, int len,
+							   const BlobOptions *opts, int64 now, MemoryContext outer);
+extern void BlobSliceStored(int codec, Datum data, int32 raw_length, int64 start, int64 len,
+							char *dst, pg_cryptohash_ctx *hash);
 extern Datum BlobTouch(const char *key, const BlobOptions *opts, int64 now,
 					   MemoryContext outer, bool *found);
 extern void BlobAppendRecord(StringInfo buf, int row, int first_col);

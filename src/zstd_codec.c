@@ -59,33 +59,24 @@ BlobEncodeChunk(const char *src, int len, char **out, int *outlen)
 	return BLOB_CODEC_ZSTD;
 }
 
-/* Decode one stored chunk into dst, which has room for raw_length bytes. */
+/*
+ * Decode one zstd chunk into dst, which has room for raw_length bytes. Raw
+ * chunks never come here: the reader slices them where they are stored.
+ */
 void
-BlobDecodeChunk(int codec, const char *src, int srclen, int raw_length, char *dst)
+BlobDecodeZstd(const char *src, int srclen, int raw_length, char *dst)
 {
 	size_t		n;
 
 	if (raw_length < 0 || raw_length > MaxAllocSize)
 		BlobCorrupt(psprintf("Raw length %d is outside the allowed range", raw_length));
-	switch (codec)
-	{
-		case BLOB_CODEC_RAW:
-			if (srclen != raw_length)
-				BlobCorrupt(psprintf("A raw chunk holds %d bytes, not %d", srclen, raw_length));
-			memcpy(dst, src, raw_length);
-			return;
-		case BLOB_CODEC_ZSTD:
-			if (blob_dctx == NULL && (blob_dctx = ZSTD_createDCtx()) == NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_OUT_OF_MEMORY),
-						 errmsg("could not create a zstd decompression context")));
-			n = ZSTD_decompressDCtx(blob_dctx, dst, raw_length, src, srclen);
-			if (ZSTD_isError(n))
-				BlobCorrupt(psprintf("zstd could not decode it: %s", ZSTD_getErrorName(n)));
-			if (n != (size_t) raw_length)
-				BlobCorrupt(psprintf("It decodes to %zu bytes, not %d", n, raw_length));
-			return;
-		default:
-			BlobCorrupt(psprintf("Unknown codec %d", codec));
-	}
+	if (blob_dctx == NULL && (blob_dctx = ZSTD_createDCtx()) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("could not create a zstd decompression context")));
+	n = ZSTD_decompressDCtx(blob_dctx, dst, raw_length, src, srclen);
+	if (ZSTD_isError(n))
+		BlobCorrupt(psprintf("zstd could not decode it: %s", ZSTD_getErrorName(n)));
+	if (n != (size_t) raw_length)
+		BlobCorrupt(psprintf("It decodes to %zu bytes, not %d", n, raw_length));
 }

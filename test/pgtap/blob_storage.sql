@@ -11,6 +11,9 @@ SELECT sandbox_persist._reset_for_tests();
 -- now_ms arguments (the injected clock) need this superuser setting.
 SET LOCAL sandbox_persist.allow_client_clock = on;
 SET LOCAL sandbox_persist.blob_chunk_size = '4kB';
+-- This file checks the chunk layout, so every object is stored in chunks;
+-- small objects kept inline in their blobs row are checked by blob_inline.sql.
+SET LOCAL sandbox_persist.blob_inline_max = 0;
 
 ------------------------------------------------------------------------------
 -- Helpers (temporary, gone at ROLLBACK).

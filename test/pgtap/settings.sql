@@ -15,7 +15,8 @@ INSERT INTO documented VALUES
     ('allow_test_reset', NULL, 'off'),
     ('writer_lease_duration', 'ms', '120000'),     -- 120s
     ('blob_chunk_size', 'B', '262144'),            -- 256kB
-    ('zstd_level', NULL, '3'),
+    ('blob_inline_max', 'B', '262144'),            -- 256kB (0.3.0)
+    ('zstd_level', NULL, '1'),                     -- 3 before 0.3.0
     ('blob_max_read', 'B', '535822336'),           -- 511MB, the cap (issue 9 defect 10)
     ('blob_gc_grace', 's', '86400'),               -- 24h
     ('upload_expiry', 's', '86400'),               -- 24h

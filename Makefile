@@ -20,6 +20,7 @@ OBJS = \
 	src/checkpoint_entries.o \
 	src/leases.o \
 	src/fork.o \
+	src/checkpoint_import.o \
 	src/interrupts.o \
 	src/metadata.o \
 	src/generation_runs.o \

@@ -394,6 +394,25 @@ CkptInsertRefs(const char *checkpoint_id, Datum keys)
 	SpExec(&ckpt_insert_refs, &args, false, 0);
 }
 
+/*
+ * Store each message of a conversation (a text[] of exact message texts) once
+ * for the thread and return the ordered bigint[] of their ids. The caller
+ * holds the thread row's lock. Inside SPI.
+ */
+Datum
+CkptStoreConversation(const char *thread_id, Datum messages)
+{
+	SpArgs		args;
+	bool		isnull;
+
+	SpArgsInit(&args);
+	SpArgDatum(&args, messages);
+	SpArgText(&args, thread_id);
+	SpExec(&ckpt_store_messages, &args, false, 0);
+	SpExec(&ckpt_message_ids, &args, false, 1);
+	return SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+}
+
 /* Append the SandboxCheckpoint of SPI result row `row`. */
 static void
 CkptAppendRecord(StringInfo buf, int row)
@@ -508,7 +527,6 @@ checkpoint_append(PG_FUNCTION_ARGS)
 	CkptThread	thread;
 	Datum		conversation;
 	Datum		message_ids;
-	bool		isnull;
 	int			nkeys;
 	SpArgs		args;
 	StringInfoData result;
@@ -578,12 +596,7 @@ checkpoint_append(PG_FUNCTION_ARGS)
 				 CkptQuoted(parent_id), CkptQuoted(expected_head));
 
 	/* publish: messages once each, the checkpoint, its references, the head */
-	SpArgsInit(&args);
-	SpArgDatum(&args, conversation);
-	SpArgText(&args, thread_id);
-	SpExec(&ckpt_store_messages, &args, false, 0);
-	SpExec(&ckpt_message_ids, &args, false, 1);
-	message_ids = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	message_ids = CkptStoreConversation(thread_id, conversation);
 
 	SpArgsInit(&args);
 	SpArgText(&args, checkpoint_id);

@@ -59,8 +59,14 @@ extern int64 CkptRequireLease(FunctionCallInfo fcinfo, int now_argno, const Ckpt
 extern double CkptCheckCreatedAt(const SpJson *node, const char *field);
 extern Datum CkptDistinctKeys(const CkptEntries *entries, int *nkeys);
 extern void CkptInsertRefs(const char *checkpoint_id, Datum keys);
+extern Datum CkptStoreConversation(const char *thread_id, Datum messages);
 extern Datum CkptRecordById(const char *checkpoint_id, bool read_only, MemoryContext outer,
 							bool *found);
+
+/* fork.c */
+extern Datum ForkPublish(const char *dest_thread, const char *dest_id, double created_at,
+						 const CkptEntries *entries, Datum message_ids, Datum keys, int64 now,
+						 MemoryContext outer);
 
 /* checkpoint_entries.c */
 extern void CkptValidateFiles(const SpJson *files, CkptEntries *out);

@@ -78,6 +78,46 @@ ForkNotEmpty(const char *thread_id, const char *why)
 }
 
 /*
+ * Publish a fork root in the caller's transaction: the destination transcript
+ * (the messages `message_ids` names, in order), the root checkpoint, one
+ * reference per distinct key, the head. Shared by the local fork and the
+ * cross-shard import (checkpoint_import.c), so both publish identically. The
+ * caller holds the destination thread row and has run every check. Returns
+ * the fork root as get would return it, built in `outer`. Inside SPI.
+ */
+Datum
+ForkPublish(const char *dest_thread, const char *dest_id, double created_at,
+			const CkptEntries *entries, Datum message_ids, Datum keys, int64 now,
+			MemoryContext outer)
+{
+	SpArgs		args;
+	bool		found;
+
+	SpArgsInit(&args);
+	SpArgText(&args, dest_thread);
+	SpArgDatum(&args, message_ids);
+	SpArgInt64(&args, now);
+	if (SpExec(&fork_transcript, &args, false, 0) != 1)
+		ForkNotEmpty(dest_thread, "gained a transcript during the fork");
+	SpArgsInit(&args);
+	SpArgText(&args, dest_id);
+	SpArgText(&args, dest_thread);
+	SpArgFloat8(&args, created_at);
+	SpArgTextLen(&args, entries->files.data, entries->files.len);
+	SpArgTextLen(&args, entries->artifacts.data, entries->artifacts.len);
+	SpArgDatum(&args, message_ids);
+	if (SpExec(&fork_insert, &args, false, 0) != 1)
+		ForkNotEmpty(dest_thread,
+					 psprintf("cannot take checkpoint id \"%s\": it is already used", dest_id));
+	CkptInsertRefs(dest_id, keys);
+	SpArgsInit(&args);
+	SpArgText(&args, dest_thread);
+	SpArgText(&args, dest_id);
+	SpExec(&fork_set_head, &args, false, 0);
+	return CkptRecordById(dest_id, false, outer, &found);
+}
+
+/*
  * checkpoint_fork_from_checkpoint(input json, now_ms bigint) -> json
  * {checkpoint}. input = {sourceThreadId, sourceCheckpointId,
  * destinationThreadId, destinationCheckpointId, createdAt, writer}.
@@ -110,7 +150,6 @@ checkpoint_fork_from_checkpoint(PG_FUNCTION_ARGS)
 	Datum		keys;
 	Datum		record;
 	bool		isnull;
-	bool		found;
 	int64		now;
 	int64		covered = 0;
 	SpArgs		args;
@@ -191,31 +230,9 @@ checkpoint_fork_from_checkpoint(PG_FUNCTION_ARGS)
 				 ("fork source references are inconsistent"),
 				 "Checkpoint \"%s\" lacks reference rows for some of its blob keys.", source_id);
 
-	/* 11. publish: transcript, fork root, references, head */
-	SpArgsInit(&args);
-	SpArgText(&args, dest_thread);
-	SpArgDatum(&args, conversation);
-	SpArgInt64(&args, now);
-	if (SpExec(&fork_transcript, &args, false, 0) != 1)
-		ForkNotEmpty(dest_thread, "gained a transcript during the fork");
-	SpArgsInit(&args);
-	SpArgText(&args, dest_id);
-	SpArgText(&args, dest_thread);
-	SpArgFloat8(&args, created_at);
-	SpArgTextLen(&args, entries.files.data, entries.files.len);
-	SpArgTextLen(&args, entries.artifacts.data, entries.artifacts.len);
-	SpArgDatum(&args, conversation);
-	if (SpExec(&fork_insert, &args, false, 0) != 1)
-		ForkNotEmpty(dest_thread,
-					 psprintf("cannot take checkpoint id \"%s\": it is already used", dest_id));
-	CkptInsertRefs(dest_id, keys);
-	SpArgsInit(&args);
-	SpArgText(&args, dest_thread);
-	SpArgText(&args, dest_id);
-	SpExec(&fork_set_head, &args, false, 0);
-
-	/* 12. the fork root, as get would return it */
-	record = CkptRecordById(dest_id, false, outer, &found);
+	/* 11, 12. publish, and the fork root as get would return it */
+	record = ForkPublish(dest_thread, dest_id, created_at, &entries, conversation, keys, now,
+						 outer);
 	SPI_finish();
 	initStringInfo(&buf);
 	appendStringInfoString(&buf, "{\"checkpoint\":");

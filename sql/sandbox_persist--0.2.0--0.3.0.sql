@@ -341,10 +341,11 @@ BEGIN
                    JOIN sandbox_persist.conversation_messages cm
                      ON cm.thread_id = t AND cm.hash = im.hash
                   ORDER BY u.ord)
-      FROM json_to_recordset(doc->'checkpoints') WITH ORDINALITY AS x("checkpointId" text,
+      FROM json_array_elements(doc->'checkpoints') WITH ORDINALITY AS e(v, ord),
+           LATERAL json_to_record(e.v) AS x("checkpointId" text,
            "parentId" text, "createdAt" float8, reason text, label text, "sourceRunId" text,
-           files text, artifacts text, conversation bigint[], ord bigint)
-     ORDER BY x.ord;
+           files text, artifacts text, conversation bigint[])
+     ORDER BY e.ord;
     INSERT INTO sandbox_persist.checkpoint_blob_refs (checkpoint_id, blob_key)
     SELECT x."checkpointId", x."blobKey"
       FROM json_to_recordset(doc->'references') AS x("checkpointId" text, "blobKey" text);
@@ -353,28 +354,31 @@ BEGIN
                                       driver_epoch, changed_at)
     SELECT x."runId", t, x.status, x."startedAt", x."finishedAt", x.error::json, x.usage::json,
            x."sandboxKey", x."detachedSince", x."cancelRequested", x."driverEpoch", x."changedAt"
-      FROM json_to_recordset(doc->'runs') WITH ORDINALITY AS x("runId" text, status text,
+      FROM json_array_elements(doc->'runs') WITH ORDINALITY AS e(v, ord),
+           LATERAL json_to_record(e.v) AS x("runId" text, status text,
            "startedAt" bigint, "finishedAt" bigint, error text, usage text, "sandboxKey" text,
            "detachedSince" bigint, "cancelRequested" boolean, "driverEpoch" bigint,
-           "changedAt" bigint, ord bigint)
-     ORDER BY x.ord;
+           "changedAt" bigint)
+     ORDER BY e.ord;
     INSERT INTO sandbox_persist.interrupts (interrupt_id, run_id, thread_id, status, requested_at,
                                             resolved_at, payload, response)
     SELECT x."interruptId", x."runId", t, x.status, x."requestedAt", x."resolvedAt",
            x.payload::json, x.response::json
-      FROM json_to_recordset(doc->'interrupts') WITH ORDINALITY AS x("interruptId" text,
+      FROM json_array_elements(doc->'interrupts') WITH ORDINALITY AS e(v, ord),
+           LATERAL json_to_record(e.v) AS x("interruptId" text,
            "runId" text, status text, "requestedAt" bigint, "resolvedAt" bigint, payload text,
-           response text, ord bigint)
-     ORDER BY x.ord;
+           response text)
+     ORDER BY e.ord;
     INSERT INTO sandbox_persist.generation_runs (run_id, thread_id, activity, provider, model,
                                                  status, started_at, finished_at, error, result,
                                                  artifacts, usage)
     SELECT x."runId", t, x.activity, x.provider, x.model, x.status, x."startedAt", x."finishedAt",
            x.error::json, x.result::json, x.artifacts::json, x.usage::json
-      FROM json_to_recordset(doc->'generationRuns') WITH ORDINALITY AS x("runId" text,
+      FROM json_array_elements(doc->'generationRuns') WITH ORDINALITY AS e(v, ord),
+           LATERAL json_to_record(e.v) AS x("runId" text,
            activity text, provider text, model text, status text, "startedAt" bigint,
-           "finishedAt" bigint, error text, result text, artifacts text, usage text, ord bigint)
-     ORDER BY x.ord;
+           "finishedAt" bigint, error text, result text, artifacts text, usage text)
+     ORDER BY e.ord;
     INSERT INTO sandbox_persist.artifacts (artifact_id, run_id, thread_id, blob_key, name,
                                            mime_type, size, source_url, created_at)
     SELECT x."artifactId", x."runId", t, x."blobKey", x.name, x."mimeType", x.size, x."sourceUrl",

@@ -118,7 +118,8 @@ ImportConversation(const SpJson *conv)
  * checkpoint_import_fork(input json, source json, now_ms bigint) -> json
  * {checkpoint}. input is the local fork's input; source is what
  * checkpoint_export_fork returned on the source's shard: {checkpoint,
- * referencesComplete, absentBlobKeys}, or SQL NULL when the source does not
+ * referencesComplete, blobKeys, absentBlobKeys} (blobKeys is what the router
+ * copies; the import derives the keys from the entries), or SQL NULL when the source does not
  * exist. Check order of §7.1, the source read from `source`; then SP015 when
  * a referenced blob (other than one the source never stored) is not on this
  * shard; nothing is written before every check passed.
@@ -130,7 +131,9 @@ checkpoint_import_fork(PG_FUNCTION_ARGS)
 		"sourceThreadId", "sourceCheckpointId", "destinationThreadId",
 		"destinationCheckpointId", "createdAt", "writer"
 	};
-	static const char *const doc_names[] = {"checkpoint", "referencesComplete", "absentBlobKeys"};
+	static const char *const doc_names[] = {
+		"checkpoint", "referencesComplete", "absentBlobKeys", "blobKeys"
+	};
 	static const char *const ckpt_names[] = {"id", "threadId", "files", "artifacts", "conversation"};
 	SpJson	   *input = CkptInputArg(fcinfo, 0, "input");
 	SpJson	   *m[lengthof(names)];

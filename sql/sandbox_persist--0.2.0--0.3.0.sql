@@ -23,7 +23,7 @@
 --     SP014 by a row trigger, so the exported copy cannot go stale and a
 --     stale route cannot recreate the thread on the old shard.
 --   * _thread_move_begin, _thread_export, _thread_import, _thread_drop,
---     _thread_move_finish, _thread_move_abort: the steps of a move, each
+--     _thread_move_finish, _thread_move_imported, _thread_move_abort: the steps of a move, each
 --     idempotent, so a router that died mid-move resumes by calling
 --     thread_move again. Internal (leading underscore): grant_app_role never
 --     passes them on.
@@ -87,9 +87,14 @@ CREATE TRIGGER thread_write_guard BEFORE INSERT OR UPDATE OR DELETE ON artifacts
 -- whether its reference rows cover every distinct key (the local fork's
 -- integrity check, step 9), its distinct keys, and those of them this shard
 -- holds no bytes for (the contract lets a checkpoint name such keys; the
--- import then does not require them either). NULL when no checkpoint has
--- the id. The checkpoint is immutable, so this read cannot go stale.
-CREATE FUNCTION checkpoint_export_fork(checkpoint_id text) RETURNS json
+-- import then does not require them either). No row when no checkpoint has
+-- the id. The checkpoint is immutable, so this read cannot go stale. A row,
+-- not one JSON document: a router reads the keys without parsing the
+-- conversation (json operators refuse a \u0000 in it) and passes the
+-- checkpoint on byte for byte.
+CREATE FUNCTION checkpoint_export_fork(checkpoint_id text)
+RETURNS TABLE (checkpoint json, references_complete boolean, blob_keys text[],
+               absent_blob_keys text[])
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     WITH c AS (
         SELECT c.checkpoint_id, c.files, c.artifacts
@@ -100,16 +105,14 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
                            UNION ALL SELECT json_array_elements(c.artifacts)) x
          WHERE e->>'blobKey' IS NOT NULL
     )
-    SELECT json_build_object(
-               'checkpoint', sandbox_persist.checkpoint_get($1),
-               'referencesComplete',
-                   (SELECT count(*) FROM k) = (SELECT count(*) FROM sandbox_persist.checkpoint_blob_refs r
-                                                WHERE r.checkpoint_id = $1
-                                                  AND r.blob_key IN (SELECT key FROM k)),
-               'blobKeys', (SELECT coalesce(json_agg(key ORDER BY key), '[]') FROM k),
-               'absentBlobKeys',
-                   (SELECT coalesce(json_agg(key ORDER BY key), '[]') FROM k
-                     WHERE NOT EXISTS (SELECT 1 FROM sandbox_persist.blobs b WHERE b.blob_key = k.key)))
+    SELECT sandbox_persist.checkpoint_get($1),
+           (SELECT count(*) FROM k) = (SELECT count(*) FROM sandbox_persist.checkpoint_blob_refs r
+                                        WHERE r.checkpoint_id = $1
+                                          AND r.blob_key IN (SELECT key FROM k)),
+           ARRAY(SELECT key FROM k ORDER BY key),
+           ARRAY(SELECT key FROM k
+                  WHERE NOT EXISTS (SELECT 1 FROM sandbox_persist.blobs b WHERE b.blob_key = k.key)
+                  ORDER BY key)
       FROM c
 $$;
 
@@ -260,8 +263,10 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = format('The document must be _thread_export(%L) of the source shard.', t);
     END IF;
-    -- the thread row lock serialises two imports of one thread
-    PERFORM 1 FROM sandbox_persist.checkpoint_threads x WHERE x.thread_id = t FOR UPDATE;
+    -- The move lock (the write guard's advisory lock, exclusively) serialises
+    -- two imports of one thread and lets _thread_move_imported wait for an
+    -- import still in flight before it answers.
+    PERFORM pg_catalog.pg_advisory_xact_lock(5314, pg_catalog.hashtext(t));
     SELECT * INTO m FROM sandbox_persist.thread_moves x WHERE x.thread_id = t FOR UPDATE;
     IF FOUND AND m.state = 'imported' THEN
         RETURN json_build_object('imported', false, 'alreadyImported', true);
@@ -431,6 +436,19 @@ LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS 
     WITH d AS (DELETE FROM sandbox_persist.thread_moves x
                 WHERE x.thread_id = $1 AND x.state = 'imported' RETURNING 1)
     SELECT EXISTS (SELECT 1 FROM d)
+$$;
+
+-- On the destination, for a router deciding after a failed import call
+-- whether the import committed (then the move goes on) or not (then the
+-- source may be released): waits for an import of the thread still in
+-- flight, then reports the 'imported' mark.
+CREATE FUNCTION _thread_move_imported(thread_id text) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM pg_catalog.pg_advisory_xact_lock(5314, pg_catalog.hashtext(thread_id));
+    RETURN EXISTS (SELECT 1 FROM sandbox_persist.thread_moves x
+                    WHERE x.thread_id = _thread_move_imported.thread_id AND x.state = 'imported');
+END
 $$;
 
 -- On the source, when a move gives up before its import committed: the

@@ -116,10 +116,13 @@ ImportConversation(const SpJson *conv)
 
 /*
  * checkpoint_import_fork(input json, source json, now_ms bigint) -> json
- * {checkpoint}. input is the local fork's input; source is what
- * checkpoint_export_fork returned on the source's shard: {checkpoint,
- * referencesComplete, blobKeys, absentBlobKeys} (blobKeys is what the router
- * copies; the import derives the keys from the entries), or SQL NULL when the source does not
+ * {checkpoint}. input is the local fork's input; source is the row
+ * checkpoint_export_fork returned on the source's shard as one object
+ * {checkpoint, referencesComplete, blobKeys, absentBlobKeys} (blobKeys is
+ * what the router copies; the import derives the keys from the entries),
+ * plus destinationIdTaken when the router found the destination checkpoint
+ * id on another shard (ids are unique across all threads, §7.1 step 7), or
+ * SQL NULL when the source does not
  * exist. Check order of §7.1, the source read from `source`; then SP015 when
  * a referenced blob (other than one the source never stored) is not on this
  * shard; nothing is written before every check passed.
@@ -132,7 +135,7 @@ checkpoint_import_fork(PG_FUNCTION_ARGS)
 		"destinationCheckpointId", "createdAt", "writer"
 	};
 	static const char *const doc_names[] = {
-		"checkpoint", "referencesComplete", "absentBlobKeys", "blobKeys"
+		"checkpoint", "referencesComplete", "absentBlobKeys", "blobKeys", "destinationIdTaken"
 	};
 	static const char *const ckpt_names[] = {"id", "threadId", "files", "artifacts", "conversation"};
 	SpJson	   *input = CkptInputArg(fcinfo, 0, "input");
@@ -237,7 +240,8 @@ checkpoint_import_fork(PG_FUNCTION_ARGS)
 	state = SpGetText(0, 1);
 	if (state != NULL)
 		ImportNotEmpty(dest_thread, psprintf("already has persisted state (%s)", state));
-	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)))
+	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)) ||
+		(d[4] != NULL && d[4]->kind == SPJ_BOOL && d[4]->raw[0] == 't'))
 		ImportNotEmpty(dest_thread,
 					   psprintf("cannot take checkpoint id \"%s\": it is already used", dest_id));
 

@@ -7,7 +7,7 @@
 -- Cases: XF1 (F1 through the import), XF3-XF10 (F3-F10 with the source given
 -- as data), XS3 (S3), XB1-XB3 (blobs on the destination), XM1-XM9 (moves).
 BEGIN;
-SELECT plan(65);
+SELECT plan(67);
 SELECT sandbox_persist._reset_for_tests();
 
 -- 'SQLSTATE CODE_NAME' of the error a statement raises ('no error' if none).
@@ -29,6 +29,13 @@ CREATE FUNCTION pg_temp.fk(body text) RETURNS text LANGUAGE sql AS $$
 $$;
 CREATE FUNCTION pg_temp.ak(body text) RETURNS text LANGUAGE sql AS $$
     SELECT 'sandbox-artifacts/sha256/' || encode(sha256(convert_to(body, 'UTF8')), 'hex')
+$$;
+
+-- The export row as the one document the import takes (what the router sends).
+CREATE FUNCTION pg_temp.export_doc(id text) RETURNS json LANGUAGE sql AS $$
+    SELECT json_build_object('checkpoint', e.checkpoint, 'referencesComplete', e.references_complete,
+                             'blobKeys', to_json(e.blob_keys), 'absentBlobKeys', to_json(e.absent_blob_keys))
+      FROM sandbox_persist.checkpoint_export_fork(id) e
 $$;
 
 CREATE TEMP TABLE w (name text PRIMARY KEY, writer json NOT NULL);
@@ -90,11 +97,12 @@ SELECT sandbox_persist.message_save_thread('src', '[{"role":"user","content":"la
 ------------------------------------------------------------------------------
 -- The export.
 ------------------------------------------------------------------------------
-SELECT is(sandbox_persist.checkpoint_export_fork('nope')::text, NULL, 'XF3 export of a missing checkpoint is NULL');
-SELECT is((sandbox_persist.checkpoint_export_fork('c-child')->'checkpoint')::text,
+SELECT is((SELECT count(*) FROM sandbox_persist.checkpoint_export_fork('nope')), 0::bigint,
+          'XF3 export of a missing checkpoint has no row');
+SELECT is((SELECT checkpoint::text FROM sandbox_persist.checkpoint_export_fork('c-child')),
           sandbox_persist.checkpoint_get('c-child')::text,
           'export carries the checkpoint exactly as checkpoint_get returns it');
-SELECT is(sandbox_persist.checkpoint_export_fork('c-child')::jsonb - 'checkpoint',
+SELECT is(pg_temp.export_doc('c-child')::jsonb - 'checkpoint',
           jsonb_build_object('referencesComplete', true,
                              'blobKeys', (SELECT jsonb_agg(k ORDER BY k) FROM unnest(ARRAY[
                                  pg_temp.fk('alpha'), pg_temp.fk('beta'), pg_temp.ak('art')]) k),
@@ -111,7 +119,7 @@ RETURNS json LANGUAGE sql AS $$
         'createdAt', 30, 'writer', writer) || overrides)::json
 $$;
 CREATE FUNCTION pg_temp.import_sql(dest text, writer json, overrides jsonb DEFAULT '{}',
-                                   source json DEFAULT sandbox_persist.checkpoint_export_fork('c-child'))
+                                   source json DEFAULT pg_temp.export_doc('c-child'))
 RETURNS text LANGUAGE sql AS $$
     SELECT format('SELECT sandbox_persist.checkpoint_import_fork(%L::json, %L::json)',
                   pg_temp.fork_input(dest, 'fork-' || dest, writer, overrides), source)
@@ -124,7 +132,7 @@ CREATE TEMP TABLE refs_before AS SELECT sandbox_persist.checkpoint_list_blob_ref
 SELECT is(
     (SELECT (sandbox_persist.checkpoint_import_fork(
         pg_temp.fork_input('remote', 'fork-y', pg_temp.wr('remote')),
-        sandbox_persist.checkpoint_export_fork('c-child'))->'checkpoint')::jsonb - 'id' - 'threadId')::text,
+        pg_temp.export_doc('c-child'))->'checkpoint')::jsonb - 'id' - 'threadId')::text,
     (sandbox_persist.checkpoint_get('fork-x')::jsonb - 'id' - 'threadId')::text,
     'XF1 the imported root equals the local fork root (no label, no source run)');
 SELECT is(sandbox_persist.checkpoint_get('fork-y')::text,
@@ -160,7 +168,7 @@ SELECT is(pg_temp.sp(pg_temp.import_sql('dest', pg_temp.wr('d'), '{}', NULL)),
 SELECT is(pg_temp.sp(pg_temp.import_sql('dest', pg_temp.wr('d'), '{}', 'null')),
           'SP009 SANDBOX_SNAPSHOT_FORK_SOURCE_NOT_FOUND', 'XF3 no source (JSON null) is SP009');
 SELECT is(pg_temp.sp(pg_temp.import_sql('dest', pg_temp.wr('d'), '{}',
-                                        sandbox_persist.checkpoint_export_fork('c-root'))),
+                                        pg_temp.export_doc('c-root'))),
           'SP009 SANDBOX_SNAPSHOT_FORK_SOURCE_NOT_FOUND', 'XF3 a document of another checkpoint is SP009');
 SELECT is(pg_temp.sp(pg_temp.import_sql('dest', pg_temp.wr('d'), '{"sourceThreadId":"other"}')),
           'SP010 SANDBOX_SNAPSHOT_FORK_SOURCE_THREAD_MISMATCH', 'XF4 a source thread not owning it is SP010');
@@ -176,16 +184,22 @@ SELECT is(pg_temp.sp(pg_temp.import_sql('released', pg_temp.wr('rel'))),
 SELECT is(pg_temp.sp(pg_temp.import_sql('dest', pg_temp.wr('d'), '{"destinationCheckpointId":"c-root"}')),
           'SP011 SANDBOX_SNAPSHOT_FORK_DESTINATION_NOT_EMPTY', 'XF10 a destination id used elsewhere is SP011');
 SELECT is(pg_temp.sp(pg_temp.import_sql('dest', pg_temp.wr('d'), '{}',
-              (sandbox_persist.checkpoint_export_fork('c-child')::jsonb
+              (pg_temp.export_doc('c-child')::jsonb || '{"destinationIdTaken":true}')::json)),
+          'SP011 SANDBOX_SNAPSHOT_FORK_DESTINATION_NOT_EMPTY', 'XF10 a destination id the router found on another shard is SP011');
+SELECT is(pg_temp.sp(pg_temp.import_sql('dest', pg_temp.wr('remote'), '{}',
+              (pg_temp.export_doc('c-child')::jsonb || '{"destinationIdTaken":true}')::json)),
+          'SP006 SANDBOX_SNAPSHOT_WRITER_LOST', 'XF10 ... but only after the lease check');
+SELECT is(pg_temp.sp(pg_temp.import_sql('dest', pg_temp.wr('d'), '{}',
+              (pg_temp.export_doc('c-child')::jsonb
                || '{"referencesComplete":false}')::json)),
           'SP008 SANDBOX_SNAPSHOT_INVALID_ENTRY', 'XS3 source reference rows incomplete is SP008');
 SELECT is(pg_temp.sp(pg_temp.import_sql('dest', pg_temp.wr('d'), '{}',
-              jsonb_set(sandbox_persist.checkpoint_export_fork('c-child')::jsonb,
+              jsonb_set(pg_temp.export_doc('c-child')::jsonb,
                         '{checkpoint,files,0,path}', '"../x"')::json)),
           'SP008 SANDBOX_SNAPSHOT_INVALID_ENTRY', 'XF corrupt source entries are SP008');
 -- XB2: a key the source holds but this shard lacks
 SELECT is(pg_temp.sp(pg_temp.import_sql('dest', pg_temp.wr('d'), '{}',
-              jsonb_set(sandbox_persist.checkpoint_export_fork('c-child')::jsonb,
+              jsonb_set(pg_temp.export_doc('c-child')::jsonb,
                         '{checkpoint,files,1,blobKey}', to_jsonb(pg_temp.fk('gamma')))::json)),
           'SP015 SANDBOX_SNAPSHOT_FORK_BLOB_MISSING', 'XB2 a referenced blob missing here is SP015');
 SELECT is(pg_temp.reads('dest'), (SELECT r FROM before), 'the failed imports left the destination unchanged');
@@ -193,7 +207,7 @@ SELECT is(pg_temp.reads('src'), (SELECT s FROM before), 'and the source');
 SELECT is(pg_temp.owned('dest'), 0::bigint, 'no destination state at all');
 -- XB3: a key the source never stored either is allowed, as locally
 SELECT is(pg_temp.sp(pg_temp.import_sql('dest', pg_temp.wr('d'), '{}',
-              (jsonb_set(sandbox_persist.checkpoint_export_fork('c-child')::jsonb,
+              (jsonb_set(pg_temp.export_doc('c-child')::jsonb,
                          '{checkpoint,files,1,blobKey}', to_jsonb(pg_temp.fk('gamma')))
                || jsonb_build_object('absentBlobKeys', jsonb_build_array(pg_temp.fk('gamma'))))::json)),
           'no error', 'XB3 a key the source holds no bytes for is not required');

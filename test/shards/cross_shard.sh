@@ -152,7 +152,7 @@ S0 "SELECT sandbox_persist.blob_put('$BIG', b) FROM (SELECT decode(string_agg(md
 
 R "CREATE TABLE IF NOT EXISTS writers (name text PRIMARY KEY, writer json)" >/dev/null
 acquire() {     # name thread
-    R "INSERT INTO writers VALUES ('$1', sandbox_persist.checkpoint_acquire_writer('$2'))
+    R "INSERT INTO writers VALUES ('$1', sandbox_persist.checkpoint_acquire_writer('$2', 3600000))
         ON CONFLICT (name) DO UPDATE SET writer = excluded.writer" >/dev/null
 }
 W() { R "SELECT writer FROM writers WHERE name = '$1'"; }
@@ -295,8 +295,10 @@ hostport() { case $1 in R) echo "$ROUTER_HOST $ROUTER_PORT" ;; S0) echo "$SHARD0
 bg() {      # name target sql: run in the background; $TMPD/name.out, .rc
     local hp
     read -r -a hp <<<"$(hostport "$2")"
-    ( psql -X -q -At -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -h "${hp[0]}" -p "${hp[1]}" -U postgres \
-          -d postgres -c "$3" >"$TMPD/$1.out" 2>&1; echo $? >"$TMPD/$1.rc" ) &
+    ( rc=0
+      psql -X -q -At -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -h "${hp[0]}" -p "${hp[1]}" -U postgres \
+          -d postgres -c "$3" >"$TMPD/$1.out" 2>&1 || rc=$?
+      echo "$rc" >"$TMPD/$1.rc" ) &
     PIDS+=($!)
 }
 done_bg() { [ -f "$TMPD/$1.rc" ]; }
@@ -391,3 +393,120 @@ check "XS4 moved back: the lease and its fence travelled with the thread" \
     "$(S0 "SELECT fence || ' ' || owner_token FROM sandbox_persist.checkpoint_threads WHERE thread_id = '$M4'")"
 check "XS4 moved back: a second acquire is still SP005 (the lease is current)" "SP005 SANDBOX_SNAPSHOT_WRITER_CONFLICT" \
     "$(RERR "SELECT sandbox_persist.checkpoint_acquire_writer('$M4')")"
+
+# kill -9 shard 1's postmaster and every process it started, then restart it
+# (crash recovery). Only the processes of that data directory are touched.
+crash_shard1() {
+    local pm kids
+    pm=$(head -1 "$SHARD1_DATA/postmaster.pid")
+    kids=$(pgrep -P "$pm" || true)
+    # shellcheck disable=SC2086
+    kill -9 "$pm" $kids 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$pm" 2>/dev/null || break; sleep 0.1; done
+}
+restart_shard1() {
+    as_postgres "$PGBIN/pg_ctl" -D "$SHARD1_DATA" -l "$SHARD1_DATA/../restart.log" -w start >/dev/null 2>&1
+}
+
+echo "# XS5 the destination shard crashes in the middle of a fork import"
+X5=$(thread_on crash 1)
+acquire x5 "$X5"
+hold S1
+bg fork5 R "$(fork_sql x5 "$SRC" c-child "$X5" fork-x5)"
+blocked S1
+check "XS5 while the import is open nothing of it is visible" "0|0" \
+    "$(owned S1 "$X5")|$(S1 "SELECT count(*) FROM sandbox_persist.checkpoints WHERE checkpoint_id = 'fork-x5'")"
+check "XS5 ... though the import has written its rows (held at the references)" "t" \
+    "$(S1 "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE query LIKE '%checkpoint_import_fork%' AND wait_event = 'advisory')")"
+crash_shard1
+check "XS5 the fork fails when its destination dies" "1" "$(wait_bg fork5)"
+rm -f "$TMPD/holder-S1.rc"
+restart_shard1
+check "XS5 after recovery nothing half-imported: no state, no checkpoint, no references, no messages" "0|0|0|0" \
+    "$(owned S1 "$X5")|$(S1 "SELECT count(*) FROM sandbox_persist.checkpoints WHERE checkpoint_id = 'fork-x5'")|$(S1 "SELECT count(*) FROM sandbox_persist.checkpoint_blob_refs WHERE checkpoint_id = 'fork-x5'")|$(S1 "SELECT count(*) FROM sandbox_persist.conversation_messages WHERE thread_id = '$X5'")"
+check "XS5 shard 1 counts equal a recount" "$(refs_norm S1)" "$(refs S1)"
+check "XS5 the retry succeeds and returns the fork root" "$(echo "$LOCRES" | sed "s/\"fork-loc\"/\"fork-x5\"/g; s/\"$LOC\"/\"$X5\"/g")" \
+    "$(R "$(fork_sql x5 "$SRC" c-child "$X5" fork-x5)")"
+check "XS5 the destination reads like the local fork" \
+    "$(R "SELECT sandbox_persist.message_load_thread('$LOC')::text")" "$(R "SELECT sandbox_persist.message_load_thread('$X5')::text")"
+
+echo "# XS6 the destination shard crashes in the middle of a move import"
+M6=$(thread_on movecrash 0)
+acquire m6 "$M6"
+append m6 "$M6" m6-root "" 1 "[{\"path\":\"a\",\"kind\":\"file\",\"blobKey\":\"$KB\",\"size\":4}]" '[{"role":"user","content":"six"}]' >/dev/null
+R "SELECT sandbox_persist.run_create_or_resume('{\"runId\":\"m6-run\",\"threadId\":\"$M6\",\"startedAt\":100}')" >/dev/null
+M6_BEFORE=$(router_reads "$M6")
+hold S1
+bg move6 R "CALL sandbox_persist.thread_move('$M6', 1)"
+blocked S1
+crash_shard1
+check "XS6 the move call fails when its destination dies" "1" "$(wait_bg move6)"
+check "XS6 ... and says how to resume" "1" "$(grep -c 'again to resume' "$TMPD/move6.out")"
+rm -f "$TMPD/holder-S1.rc"
+restart_shard1
+check "XS6 after recovery the destination holds nothing of the thread" "0|0" \
+    "$(owned S1 "$M6")|$(S1 "SELECT count(*) FROM sandbox_persist.thread_moves WHERE thread_id = '$M6'")"
+check "XS6 the move is kept: writes are still refused" "SP014 SANDBOX_THREAD_MOVING" \
+    "$(RERR "SELECT sandbox_persist.run_create_or_resume('{\"runId\":\"m6-run2\",\"threadId\":\"$M6\",\"startedAt\":100}')")"
+check "XS6 ... reads still served by the source" "$M6_BEFORE" "$(router_reads "$M6")"
+check "XS6 the journal remembers the move" "0 1 begun" \
+    "$(R "SELECT from_shard || ' ' || to_shard || ' ' || step FROM sandbox_persist.thread_move_journal WHERE thread_id = '$M6'")"
+check "XS6 a move elsewhere is refused until it is resumed" "55000" \
+    "$(RERR "CALL sandbox_persist.thread_move('$M6', 0)" | cut -c1-5)"
+R "CALL sandbox_persist.thread_move('$M6', 1)" >/dev/null
+check "XS6 resumed: reads identical" "$M6_BEFORE" "$(router_reads "$M6")"
+check "XS6 resumed: on shard 1, gone from shard 0, journal empty" "1|0|0" \
+    "$(R "SELECT shard FROM sandbox_persist.thread_placement WHERE thread_id = '$M6'")|$(owned S0 "$M6")|$(R "SELECT count(*) FROM sandbox_persist.thread_move_journal")"
+check "XS6 resumed: writes go through again" "no error" \
+    "$(RERR "SELECT sandbox_persist.run_create_or_resume('{\"runId\":\"m6-run2\",\"threadId\":\"$M6\",\"startedAt\":100}')")"
+check "XS6 shard counts equal a recount" "$(refs_norm S0)|$(refs_norm S1)" "$(refs S0)|$(refs S1)"
+
+echo "# XS7 a fork racing an append on its source across shards"
+# (a) the fork's import is held open on the destination; the append on the
+#     source goes through meanwhile; then the fork completes
+R7=$(thread_on racea 1)
+acquire r7 "$R7"
+hold S1
+bg fork7 R "$(fork_sql r7 "$SRC" c-child "$R7" fork-r7)"
+blocked S1
+check "XS7a the append on the source commits while the fork is open" "{\"headId\":\"c-r7\"}" \
+    "$(append src "$SRC" c-r7 c-child 7 "[{\"path\":\"a\",\"kind\":\"file\",\"blobKey\":\"$KA\",\"size\":5}]" '[{"role":"user","content":"seven"}]')"
+check "XS7a the fork was still open then" "no" "$(done_bg fork7 && echo yes || echo no)"
+release S1
+check "XS7a the fork completes" "0" "$(wait_bg fork7)"
+check "XS7a its root is the fork of the immutable checkpoint (= either serial order)" \
+    "$(echo "$LOCRES" | sed "s/\"fork-loc\"/\"fork-r7\"/g; s/\"$LOC\"/\"$R7\"/g")" "$(cat "$TMPD/fork7.out")"
+check "XS7a the source went on: head c-r7" "c-r7" "$(R "SELECT sandbox_persist.checkpoint_get_head('$SRC')")"
+# (b) the append is held open on the source (its thread row locked, its rows
+#     uncommitted); a fork of the current head runs to the end meanwhile
+R8=$(thread_on raceb 1)
+R8S=$(thread_on racebserial 1)
+acquire r8 "$R8"
+acquire r8s "$R8S"
+hold S0
+bg append8 R "$(declare -f append >/dev/null; echo "SELECT sandbox_persist.checkpoint_append(json_build_object(
+    'checkpoint', json_build_object('id', 'c-r8', 'threadId', '$SRC', 'parentCheckpointId', 'c-r7',
+        'createdAt', 8, 'reason', 'named', 'files', '[{\"path\":\"b\",\"kind\":\"file\",\"blobKey\":\"$KB\",\"size\":4}]'::json,
+        'artifacts', '[]'::json),
+    'expectedHeadId', 'c-r7', 'writer', (SELECT writer FROM writers WHERE name = 'src')), '[]')")"
+blocked S0
+check "XS7b a fork of the head completes while the append is open" "0" \
+    "$(R "$(fork_sql r8 "$SRC" c-r7 "$R8" fork-r8)" >"$TMPD/fork8.out" 2>&1; echo $?)"
+check "XS7b the append was still open then" "no" "$(done_bg append8 && echo yes || echo no)"
+release S0
+check "XS7b the append completes" "0" "$(wait_bg append8)"
+R "$(fork_sql r8s "$SRC" c-r7 "$R8S" fork-r8s)" >"$TMPD/fork8s.out"
+check "XS7b the racing fork equals the same fork run after the append" \
+    "$(sed "s/\"$R8S\"/\"$R8\"/g; s/\"fork-r8s\"/\"fork-r8\"/g" "$TMPD/fork8s.out")" "$(cat "$TMPD/fork8.out")"
+check "XS7b the source list holds both appends" "c-root,c-child,c-r7,c-r8" \
+    "$(R "SELECT string_agg(m[1], ',') FROM regexp_matches(sandbox_persist.checkpoint_list('$SRC')::text,
+                                                           '\"id\":\"([^\"]*)\",\"threadId\"', 'g') m")"
+check "XS7 counts equal a recount on both shards" "$(refs_norm S0)|$(refs_norm S1)" "$(refs S0)|$(refs S1)"
+
+S0 "DROP TRIGGER test_hold ON sandbox_persist.checkpoint_blob_refs; DROP FUNCTION public.test_hold()" >/dev/null
+S1 "DROP TRIGGER test_hold ON sandbox_persist.checkpoint_blob_refs; DROP FUNCTION public.test_hold()" >/dev/null
+echo "1..$COUNT"
+if [ "$FAILED" != 0 ]; then
+    echo "# $FAILED of $COUNT failed"
+    exit 1
+fi

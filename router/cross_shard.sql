@@ -19,12 +19,12 @@
 -- (docs/architecture.md "Cross-shard fork and thread moves").
 
 -- The PL/Proxy cluster these functions run on. The router's generated part
--- may define it first; this default names the cluster 'sandbox_persist'.
+-- may define it first; this default is the cluster router/install.sh creates.
 DO $$
 BEGIN
     IF to_regprocedure('sandbox_persist._cluster_name()') IS NULL THEN
         CREATE FUNCTION sandbox_persist._cluster_name() RETURNS text
-        LANGUAGE sql IMMUTABLE AS $f$ SELECT 'sandbox_persist'::text $f$;
+        LANGUAGE sql IMMUTABLE AS $f$ SELECT 'sandbox_persist_shards'::text $f$;
     END IF;
 END
 $$;
@@ -215,7 +215,7 @@ $$;
 -- destination checkpoint id used on any shard is SP011; the import raises
 -- both at their place in the check order. Returns {checkpoint}.
 ------------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION sandbox_persist._fork_across_shards(input json, now_ms bigint DEFAULT NULL)
+CREATE OR REPLACE FUNCTION sandbox_persist._fork_across_shards(input json, now_ms bigint)
 RETURNS json LANGUAGE plpgsql AS $$
 DECLARE
     source_thread text;

@@ -14,12 +14,11 @@
 #        forced with advisory locks: the fork never waits for the append and
 #        the result equals the serial one
 #
-# It starts its own three clusters (router, shard 0, shard 1) on private unix
-# sockets, or uses the shard harness's when SP_SHARDS_ENV names its env file
-# (variables ROUTER_HOST/ROUTER_PORT, SHARD0_HOST/SHARD0_PORT,
-# SHARD1_HOST/SHARD1_PORT, SHARD1_DATA; the router must have
-# router/cross_shard.sql installed). Needs PG_CONFIG (the install with
-# sandbox_persist and plproxy). Ports: SP_XS_PORT_BASE (54355) .. +2.
+# It starts scripts/shards.sh with two shards on its own state directory and
+# ports SP_XS_PORT_BASE (54355) .. +2, or uses a running set-up whose env file
+# SP_SHARDS_ENV names (scripts/shards.sh's; XS5/XS6 restart shard 1 from the
+# data directory its state records). Needs PG_CONFIG (the install with
+# sandbox_persist and plproxy). Prints TAP; exits non-zero on a failure.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PGBIN=$("${PG_CONFIG:-pg_config}" --bindir)
@@ -30,56 +29,39 @@ as_postgres() {
     if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
-WORK=""
-PIDS=()
+# The set-up: scripts/shards.sh (a router with router/ installed, two shard
+# clusters), on its own state directory and ports unless SP_SHARDS_ENV names
+# the env file of one already running.
+OWN_STATE=""
+if [ -z "${SP_SHARDS_ENV:-}" ]; then
+    OWN_STATE=$(mktemp -d /tmp/sp_cross_shard.XXXXXX)
+    chmod 755 "$OWN_STATE"
+    export SANDBOX_PERSIST_SHARDS_STATE=$OWN_STATE SANDBOX_PERSIST_SHARDS_PORT=$BASE
+    bash "$ROOT/scripts/shards.sh" start 2 >/dev/null
+    SP_SHARDS_ENV=$OWN_STATE/env
+fi
+STATE_DIR=$(dirname "$SP_SHARDS_ENV")
 cleanup() {
     for p in "${PIDS[@]:-}"; do
         [ -n "$p" ] && kill "$p" 2>/dev/null || true
     done
-    if [ -n "$WORK" ]; then
-        for d in "$WORK"/router "$WORK"/shard0 "$WORK"/shard1; do
-            [ -d "$d/data" ] && as_postgres "$PGBIN/pg_ctl" -D "$d/data" -m immediate -w stop >/dev/null 2>&1 || true
-        done
-        rm -rf "$WORK"
+    if [ -n "$OWN_STATE" ]; then
+        bash "$ROOT/scripts/shards.sh" stop >/dev/null 2>&1 || true
+        rm -rf "$OWN_STATE"
     fi
 }
+PIDS=()
 trap cleanup EXIT
-[ -n "${SP_XS_KEEP:-}" ] && trap - EXIT
-
-start_one() {   # name port
-    local dir="$WORK/$1"
-    mkdir -p "$dir"
-    if [ "$(id -u)" = 0 ]; then chown postgres: "$dir"; fi
-    as_postgres "$PGBIN/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 -N \
-        --no-instructions >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log"; exit 1; }
-    cat >>"$dir/data/postgresql.conf" <<CONF
-listen_addresses = ''
-unix_socket_directories = '$dir'
-port = $2
-fsync = off
-synchronous_commit = off
-full_page_writes = off
-deadlock_timeout = 100ms
-CONF
-    as_postgres "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null \
-        || { cat "$dir/server.log"; exit 1; }
-}
-
-if [ -n "${SP_SHARDS_ENV:-}" ]; then
-    # shellcheck disable=SC1090
-    . "$SP_SHARDS_ENV"
-else
-    WORK=$(mktemp -d /tmp/sp_cross_shard.XXXXXX)
-    chmod 755 "$WORK"
-    if [ "$(id -u)" = 0 ]; then chown postgres: "$WORK"; fi
-    start_one router "$BASE"
-    start_one shard0 $((BASE + 1))
-    start_one shard1 $((BASE + 2))
-    ROUTER_HOST=$WORK/router ROUTER_PORT=$BASE
-    SHARD0_HOST=$WORK/shard0 SHARD0_PORT=$((BASE + 1))
-    SHARD1_HOST=$WORK/shard1 SHARD1_PORT=$((BASE + 2))
-    SHARD1_DATA=$WORK/shard1/data
+# shellcheck disable=SC1090
+. "$SP_SHARDS_ENV"
+if [ "${SHARD_COUNT:-0}" != 2 ]; then
+    echo "cross_shard.sh: needs exactly two shards (SHARD_COUNT=${SHARD_COUNT:-unset})" >&2
+    exit 2
 fi
+ROUTER_HOST=$PGHOST ROUTER_PORT=$PGPORT
+SHARD0_HOST=$SHARD_0_HOST SHARD0_PORT=$SHARD_0_PORT
+SHARD1_HOST=$SHARD_1_HOST SHARD1_PORT=$SHARD_1_PORT
+SHARD1_DATA=$(. "$STATE_DIR/shard1/env" && echo "$SP_CLUSTER_DIR/data")
 
 psql_at() {     # host port sql...: one statement's unaligned result
     local host=$1 port=$2
@@ -117,17 +99,6 @@ check() {   # name expected actual
         FAILED=$((FAILED + 1))
     fi
 }
-
-if [ -z "${SP_SHARDS_ENV:-}" ]; then
-    for s in S0 S1; do
-        $s "CREATE EXTENSION sandbox_persist" >/dev/null
-    done
-    psql_at "$ROUTER_HOST" "$ROUTER_PORT" \
-        -v p0="host=$SHARD0_HOST port=$SHARD0_PORT dbname=postgres user=postgres" \
-        -v p1="host=$SHARD1_HOST port=$SHARD1_PORT dbname=postgres user=postgres" \
-        -f "$ROOT/test/shards/cross_shard_router.sql" >/dev/null
-    psql_at "$ROUTER_HOST" "$ROUTER_PORT" -f "$ROOT/router/cross_shard.sql" >/dev/null
-fi
 
 # A thread id with the given prefix that lands on shard $2.
 thread_on() {
@@ -284,7 +255,6 @@ check "XS3 F9 a second fork into it is SP011" "SP011 SANDBOX_SNAPSHOT_FORK_DESTI
 TMPD=$(mktemp -d /tmp/sp_cross_shard_io.XXXXXX)
 chmod 777 "$TMPD"
 trap 'cleanup; rm -rf "$TMPD"' EXIT
-[ -n "${SP_XS_KEEP:-}" ] && trap - EXIT
 hook_sql="CREATE OR REPLACE FUNCTION public.test_hold() RETURNS trigger LANGUAGE plpgsql AS \$\$
           BEGIN PERFORM pg_advisory_lock(4242); PERFORM pg_advisory_unlock(4242); RETURN NULL; END \$\$;
           CREATE TRIGGER test_hold AFTER INSERT ON sandbox_persist.checkpoint_blob_refs

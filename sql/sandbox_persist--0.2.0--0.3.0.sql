@@ -40,7 +40,8 @@ CREATE TABLE thread_moves (
 );
 SELECT pg_catalog.pg_extension_config_dump('thread_moves', '');
 
--- The write guard of a moving thread. Every writer of a thread-owned row
+-- The write guard of a moving thread (_thread_write_check, called by row
+-- triggers on every table a thread owns). Every writer of a thread-owned row
 -- first takes a shared transaction-level advisory lock on the thread (class
 -- 5314, key hashtext(thread_id)); _thread_move_begin takes it exclusively
 -- before it marks the thread, so it waits for writes already past this check
@@ -49,10 +50,9 @@ SELECT pg_catalog.pg_extension_config_dump('thread_moves', '');
 -- deletes pass. Deletes by maintenance (run retention) are not guarded: they
 -- remove nothing a reader of the moved thread could miss, and a refusal would
 -- fail the whole maintenance call.
-CREATE FUNCTION _thread_write_guard() RETURNS trigger
+CREATE FUNCTION _thread_write_check(t text) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    t text := CASE WHEN TG_OP = 'DELETE' THEN OLD.thread_id ELSE NEW.thread_id END;
     m record;
 BEGIN
     PERFORM pg_catalog.pg_advisory_xact_lock_shared(5314, pg_catalog.hashtext(t));
@@ -66,9 +66,40 @@ BEGIN
                                   m.peer_shard),
                   HINT = 'Retry through the router once the move has finished.';
     END IF;
+END
+$$;
+CREATE FUNCTION _thread_write_guard() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM sandbox_persist._thread_write_check(
+        CASE WHEN TG_OP = 'DELETE' THEN OLD.thread_id ELSE NEW.thread_id END);
     RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
 END
 $$;
+-- An event log belongs to its run's thread when the run is recorded here
+-- (the router places a run's log with the run's thread); a log without a
+-- run record belongs to no thread and is never refused. Every append
+-- updates the log row, so this one trigger guards the creation of a log and
+-- every append. A close (closed_at set) passes: maintenance closes idle logs
+-- and must not fail on a moving thread; a close lost with the source copy
+-- leaves the log open on the destination, where maintenance closes it again.
+CREATE FUNCTION _event_log_write_guard() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t text;
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.closed_at IS DISTINCT FROM OLD.closed_at THEN
+        RETURN NEW;
+    END IF;
+    SELECT r.thread_id INTO t FROM sandbox_persist.runs r WHERE r.run_id = NEW.run_id;
+    IF t IS NOT NULL THEN
+        PERFORM sandbox_persist._thread_write_check(t);
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER event_log_write_guard BEFORE INSERT OR UPDATE ON event_logs
+    FOR EACH ROW EXECUTE FUNCTION _event_log_write_guard();
 CREATE TRIGGER thread_write_guard BEFORE INSERT OR UPDATE ON checkpoint_threads
     FOR EACH ROW EXECUTE FUNCTION _thread_write_guard();
 CREATE TRIGGER thread_write_guard BEFORE INSERT OR UPDATE OR DELETE ON messages
@@ -168,9 +199,11 @@ $$;
 -- Step 2, on the source: everything the thread owns here, as one document
 -- read in one snapshot. json columns travel as their exact text (a JSON
 -- string), so SQL NULL and a stored JSON null stay distinct; rows keep their
--- insertion order. Event logs are not part of it (they are keyed by run id
--- and live where the router places run ids); neither are instances,
--- metadata or locks (not thread-owned, contract §7.2).
+-- insertion order. The event logs of the thread's runs travel with them
+-- (the router places a run's log with the run's thread); a log without a run
+-- record here belongs to no thread and stays. Instances, metadata and locks
+-- are not thread-owned (contract §7.2) and stay where their keys place them;
+-- a run-driver lock lapses and is taken again on the new shard.
 CREATE FUNCTION _thread_export(thread_id text) RETURNS json
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -235,6 +268,20 @@ BEGIN
                  'sourceUrl', x.source_url, 'createdAt', x.created_at)
                  ORDER BY x.created_at, x.artifact_id), '[]')
                FROM sandbox_persist.artifacts x WHERE x.thread_id = t),
+        'eventLogs', (SELECT coalesce(json_agg(json_build_object(
+                 'runId', l.run_id, 'tailSeq', l.tail_seq, 'createdAt', l.created_at,
+                 'lastAppendAt', l.last_append_at, 'closedAt', l.closed_at,
+                 'appendsAfterClose', l.appends_after_close,
+                 'entries', (SELECT coalesce(json_agg(json_build_array(e.seq, e.chunk::text)
+                                                      ORDER BY e.seq), '[]')
+                               FROM sandbox_persist.event_log_entries e WHERE e.log_id = l.log_id),
+                 'producers', (SELECT coalesce(json_agg(json_build_array(p.producer_id, p.producer_seq,
+                                                                         p.first_seq, p.chunk_count)
+                                                        ORDER BY p.producer_id, p.producer_seq), '[]')
+                                 FROM sandbox_persist.event_log_producers p WHERE p.log_id = l.log_id))
+                 ORDER BY l.log_id), '[]')
+               FROM sandbox_persist.event_logs l
+               JOIN sandbox_persist.runs r ON r.run_id = l.run_id WHERE r.thread_id = t),
         'blobKeys', (SELECT coalesce(json_agg(key ORDER BY key), '[]') FROM keys),
         'absentBlobKeys', (SELECT coalesce(json_agg(key ORDER BY key), '[]') FROM keys
                             WHERE NOT EXISTS (SELECT 1 FROM sandbox_persist.blobs b
@@ -286,7 +333,9 @@ BEGIN
             UNION ALL SELECT 'generation run ' || g.run_id FROM sandbox_persist.generation_runs g
              WHERE g.run_id IN (SELECT x->>'runId' FROM json_array_elements(doc->'generationRuns') x)
             UNION ALL SELECT 'artifact ' || a.artifact_id FROM sandbox_persist.artifacts a
-             WHERE a.artifact_id IN (SELECT x->>'artifactId' FROM json_array_elements(doc->'artifacts') x)) c;
+             WHERE a.artifact_id IN (SELECT x->>'artifactId' FROM json_array_elements(doc->'artifacts') x)
+            UNION ALL SELECT 'event log ' || l.run_id FROM sandbox_persist.event_logs l
+             WHERE l.run_id IN (SELECT x->>'runId' FROM json_array_elements(doc->'eventLogs') x)) c;
         IF clash IS NOT NULL THEN
             clash := 'ids already used here: ' || clash;
         END IF;
@@ -391,6 +440,26 @@ BEGIN
       FROM json_to_recordset(doc->'artifacts') AS x("artifactId" text, "runId" text,
            "blobKey" text, name text, "mimeType" text, size bigint, "sourceUrl" text,
            "createdAt" float8);
+    -- event logs get new log ids here; entries and producers follow by run id
+    INSERT INTO sandbox_persist.event_logs (run_id, tail_seq, created_at, last_append_at, closed_at,
+                                            appends_after_close)
+    SELECT x."runId", x."tailSeq", x."createdAt", x."lastAppendAt", x."closedAt", x."appendsAfterClose"
+      FROM json_array_elements(doc->'eventLogs') WITH ORDINALITY AS e(v, ord),
+           LATERAL json_to_record(e.v) AS x("runId" text, "tailSeq" bigint, "createdAt" bigint,
+                                            "lastAppendAt" bigint, "closedAt" bigint,
+                                            "appendsAfterClose" bigint)
+     ORDER BY e.ord;
+    INSERT INTO sandbox_persist.event_log_entries (log_id, seq, chunk)
+    SELECT l.log_id, (en->>0)::bigint, (en->>1)::json
+      FROM json_array_elements(doc->'eventLogs') AS e(v)
+      JOIN sandbox_persist.event_logs l ON l.run_id = e.v->>'runId',
+           LATERAL json_array_elements(e.v->'entries') AS en;
+    INSERT INTO sandbox_persist.event_log_producers (log_id, producer_id, producer_seq, first_seq,
+                                                     chunk_count)
+    SELECT l.log_id, (p->>0)::uuid, (p->>1)::bigint, (p->>2)::bigint, (p->>3)::integer
+      FROM json_array_elements(doc->'eventLogs') AS e(v)
+      JOIN sandbox_persist.event_logs l ON l.run_id = e.v->>'runId',
+           LATERAL json_array_elements(e.v->'producers') AS p;
     INSERT INTO sandbox_persist.thread_moves VALUES
         (t, 'imported', from_shard, (extract(epoch FROM pg_catalog.clock_timestamp()) * 1000)::bigint);
     RETURN json_build_object('imported', true, 'alreadyImported', false);
@@ -420,6 +489,12 @@ BEGIN
     DELETE FROM sandbox_persist.interrupts x WHERE x.thread_id = t;
     DELETE FROM sandbox_persist.artifacts x WHERE x.thread_id = t;
     DELETE FROM sandbox_persist.generation_runs x WHERE x.thread_id = t;
+    DELETE FROM sandbox_persist.event_log_entries e USING sandbox_persist.event_logs l, sandbox_persist.runs r
+     WHERE e.log_id = l.log_id AND l.run_id = r.run_id AND r.thread_id = t;
+    DELETE FROM sandbox_persist.event_log_producers p USING sandbox_persist.event_logs l, sandbox_persist.runs r
+     WHERE p.log_id = l.log_id AND l.run_id = r.run_id AND r.thread_id = t;
+    DELETE FROM sandbox_persist.event_logs l USING sandbox_persist.runs r
+     WHERE l.run_id = r.run_id AND r.thread_id = t;
     DELETE FROM sandbox_persist.runs x WHERE x.thread_id = t;
     DELETE FROM sandbox_persist.checkpoint_threads x WHERE x.thread_id = t;
     UPDATE sandbox_persist.thread_moves x

@@ -7,7 +7,7 @@
 -- Cases: XF1 (F1 through the import), XF3-XF10 (F3-F10 with the source given
 -- as data), XS3 (S3), XB1-XB3 (blobs on the destination), XM1-XM9 (moves).
 BEGIN;
-SELECT plan(67);
+SELECT plan(69);
 SELECT sandbox_persist._reset_for_tests();
 
 -- 'SQLSTATE CODE_NAME' of the error a statement raises ('no error' if none).
@@ -232,7 +232,18 @@ SELECT sandbox_persist.generation_run_update('gen-m1', '{"status":"completed","f
 SELECT sandbox_persist.artifact_save(json_build_object('artifactId', 'art-m1', 'runId', 'gen-m1',
     'threadId', 'src', 'name', 'y.png', 'mimeType', 'image/png', 'size', 3,
     'blobKey', pg_temp.ak('art'), 'createdAt', 150)::json);
-CREATE TEMP TABLE src_before AS SELECT pg_temp.reads('src') AS r;
+SELECT sandbox_persist.event_log_append('run-m1', '[{"type":"a"},{"type":"b \u0000"}]',
+    '{"producerId":"7d7b8a34-8d2f-4a53-9a53-8f2d4c1b2e11","producerSeq":1}');
+-- (a log's logId is a per-shard row number, renumbered by an import)
+CREATE FUNCTION pg_temp.reads_all() RETURNS text LANGUAGE sql AS $$
+    SELECT pg_temp.reads('src')
+           || regexp_replace(coalesce(sandbox_persist.event_log_read('run-m1', 0)::text, '')
+                             || coalesce(sandbox_persist.event_log_snapshot('run-m1')::text, ''),
+                             '"logId":[0-9]+', '"logId":N')
+$$;
+CREATE TEMP TABLE src_before AS
+    SELECT pg_temp.reads_all() AS r;
+
 
 SELECT is(sandbox_persist._thread_move_begin('src', 1)::text, '{"state" : "moving"}', 'XM1 begin marks the thread');
 SELECT is(sandbox_persist._thread_move_begin('src', 1)::text, '{"state" : "moving"}', 'XM1 begin is idempotent');
@@ -253,7 +264,9 @@ SELECT is(pg_temp.sp($$SELECT sandbox_persist.artifact_delete('art-m1')$$),
           'SP014 SANDBOX_THREAD_MOVING', 'XM2 artifact delete is SP014');
 SELECT is(pg_temp.sp($$SELECT sandbox_persist.interrupt_cancel('int-m2')$$),
           'SP014 SANDBOX_THREAD_MOVING', 'XM2 interrupt cancel is SP014');
-SELECT is(pg_temp.reads('src'), (SELECT r FROM src_before), 'XM2 reads work and nothing changed');
+SELECT is(pg_temp.sp($$SELECT sandbox_persist.event_log_append('run-m1', '[{"type":"c"}]')$$),
+          'SP014 SANDBOX_THREAD_MOVING', 'XM2 an event log append for a run of the thread is SP014');
+SELECT is(pg_temp.reads_all(), (SELECT r FROM src_before), 'XM2 reads work and nothing changed');
 SELECT is(pg_temp.sp($$SELECT sandbox_persist.message_save_thread('other-thread', '[]')$$),
           'no error', 'XM2 other threads are writable');
 SELECT is(sandbox_persist._thread_move_abort('src'), true, 'XM3 abort unmarks');
@@ -271,6 +284,9 @@ SELECT is(sandbox_persist._thread_drop('src')::text, '{"dropped" : true}', 'XM6 
 SELECT is(pg_temp.owned('src'), 0::bigint, 'XM6 the source copy is gone');
 SELECT is((SELECT count(*) FROM sandbox_persist.conversation_messages WHERE thread_id = 'src'), 0::bigint,
           'XM6 with its conversation messages');
+SELECT is((SELECT count(*) FROM sandbox_persist.event_logs WHERE run_id = 'run-m1')
+          + (SELECT count(*) FROM sandbox_persist.event_log_entries), 0::bigint,
+          'XM6 and the event logs of its runs');
 SELECT is(sandbox_persist._thread_drop('src')::text, '{"dropped" : false}', 'XM6 drop is idempotent');
 SELECT is(sandbox_persist._thread_move_begin('src', 1)::text, '{"state" : "moved"}',
           'XM6 a resumed begin reports the move as done');
@@ -287,10 +303,10 @@ SELECT is(pg_temp.owned('src'), 0::bigint, 'XM8 and imports nothing');
 SELECT sandbox_persist.blob_put(pg_temp.fk('beta'), convert_to('beta', 'UTF8'));
 SELECT is(sandbox_persist._thread_import('src', 1, (SELECT d FROM doc))::text,
           '{"imported" : true, "alreadyImported" : false}', 'XM8 import');
-SELECT is(pg_temp.reads('src'), (SELECT r FROM src_before), 'XM8 every read is as before the move');
+SELECT is(pg_temp.reads_all(), (SELECT r FROM src_before), 'XM8 every read is as before the move');
 SELECT is(sandbox_persist._thread_import('src', 1, (SELECT d FROM doc))::text,
           '{"imported" : false, "alreadyImported" : true}', 'XM8 a repeated import changes nothing');
-SELECT is(pg_temp.reads('src'), (SELECT r FROM src_before), 'XM8 still as before');
+SELECT is(pg_temp.reads_all(), (SELECT r FROM src_before), 'XM8 still as before');
 SELECT is(left(pg_temp.sp($$SELECT sandbox_persist._thread_move_begin('src', 3)$$), 5), '55000',
           'XM8 no move out before the move in finished');
 SELECT is(sandbox_persist._thread_move_finish('src'), true, 'XM8 finish');

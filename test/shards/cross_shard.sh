@@ -321,7 +321,11 @@ R "SELECT sandbox_persist.run_create_or_resume('{\"runId\":\"m4-run\",\"threadId
 R "SELECT sandbox_persist.interrupt_create('{\"interruptId\":\"m4-int\",\"runId\":\"m4-run\",\"threadId\":\"$M4\",\"requestedAt\":100,\"payload\":{\"tool\":\"rm\"}}')" >/dev/null
 R "SELECT sandbox_persist.generation_run_create_or_resume('{\"runId\":\"m4-gen\",\"threadId\":\"$M4\",\"activity\":\"image\",\"provider\":\"p\",\"model\":\"m\",\"startedAt\":100}')" >/dev/null
 R "SELECT sandbox_persist.artifact_save('{\"artifactId\":\"m4-art\",\"runId\":\"m4-gen\",\"threadId\":\"$M4\",\"name\":\"x.png\",\"mimeType\":\"image/png\",\"size\":3,\"blobKey\":\"$KC\",\"createdAt\":150}')" >/dev/null
+R "SELECT sandbox_persist.event_log_append('m4-run', '[{\"type\":\"a\"},{\"type\":\"b \\u0000\"}]')" >/dev/null
+# a log's logId is a per-shard row number, renumbered by an import
+log_reads() { R "SELECT regexp_replace(sandbox_persist.event_log_read('$1', 0)::text, '\"logId\":[0-9]+', '\"logId\":N')"; }
 M4_BEFORE=$(router_reads "$M4")
+EL4_BEFORE=$(log_reads m4-run)
 hold S1
 bg move4 R "CALL sandbox_persist.thread_move('$M4', 1)"
 blocked S1
@@ -335,10 +339,15 @@ check "XS4 during the window an append under the lease is SP014" "SP014 SANDBOX_
         'expectedHeadId', 'm4-child', 'writer', (SELECT writer FROM writers WHERE name = 'm4')), '[]')")")"
 check "XS4 during the window a new run is SP014" "SP014 SANDBOX_THREAD_MOVING" \
     "$(RERR "SELECT sandbox_persist.run_create_or_resume('{\"runId\":\"m4-run2\",\"threadId\":\"$M4\",\"startedAt\":100}')")"
+check "XS4 during the window an event log append of its run is SP014" "SP014 SANDBOX_THREAD_MOVING" \
+    "$(RERR "SELECT sandbox_persist.event_log_append('m4-run', '[{\"type\":\"c\"}]')")"
 check "XS4 the move is still waiting (the writes did not finish it)" "no" "$(done_bg move4 && echo yes || echo no)"
 release S1
 check "XS4 the move finishes" "0" "$(wait_bg move4)"
 check "XS4 after the move reads through the router are identical" "$M4_BEFORE" "$(router_reads "$M4")"
+check "XS4 after the move the run's event log reads the same" "$EL4_BEFORE" "$(log_reads m4-run)"
+check "XS4 ... and it lives on shard 1 now" "0 1" \
+    "$(S0 "SELECT count(*) FROM sandbox_persist.event_logs WHERE run_id = 'm4-run'") $(S1 "SELECT count(*) FROM sandbox_persist.event_logs WHERE run_id = 'm4-run'")"
 check "XS4 the placement points at shard 1" "1" "$(R "SELECT shard FROM sandbox_persist.thread_placement WHERE thread_id = '$M4'")"
 check "XS4 the source copy is gone" "0" "$(owned S0 "$M4")"
 check "XS4 no conversation messages left on the source" "0" \

@@ -40,66 +40,26 @@ CREATE TABLE thread_moves (
 );
 SELECT pg_catalog.pg_extension_config_dump('thread_moves', '');
 
--- The write guard of a moving thread (_thread_write_check, called by row
--- triggers on every table a thread owns). Every writer of a thread-owned row
--- first takes a shared transaction-level advisory lock on the thread (class
--- 5314, key hashtext(thread_id)); _thread_move_begin takes it exclusively
--- before it marks the thread, so it waits for writes already past this check
--- and every later write sees the mark. Then the mark itself is read with a
--- fresh snapshot. 'dropping' is never committed, so only _thread_drop's own
--- deletes pass. Deletes by maintenance (run retention) are not guarded: they
--- remove nothing a reader of the moved thread could miss, and a refusal would
--- fail the whole maintenance call.
-CREATE FUNCTION _thread_write_check(t text) RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    m record;
-BEGIN
-    PERFORM pg_catalog.pg_advisory_xact_lock_shared(5314, pg_catalog.hashtext(t));
-    SELECT state, peer_shard INTO m FROM sandbox_persist.thread_moves
-     WHERE thread_id = t AND state IN ('moving', 'moved');
-    IF FOUND THEN
-        RAISE EXCEPTION 'thread is moving to another shard'
-            USING ERRCODE = 'SP014',
-                  DETAIL = format('SANDBOX_THREAD_MOVING: Thread "%s" is %s shard %s; writes to it are refused here.',
-                                  t, CASE m.state WHEN 'moving' THEN 'moving to' ELSE 'now on' END,
-                                  m.peer_shard),
-                  HINT = 'Retry through the router once the move has finished.';
-    END IF;
-END
-$$;
+-- The write guard of a moving thread (src/thread_moves.c), a row trigger on
+-- every table a thread owns. Every writer of a thread-owned row first takes a
+-- shared transaction-level advisory lock on the thread (class 5314, key
+-- hashtext(thread_id)); _thread_move_begin takes it exclusively before it
+-- marks the thread, so it waits for writes already past this check and every
+-- later write sees the mark, read with a fresh snapshot. 'dropping' is never
+-- committed, so only _thread_drop's own deletes pass. Deletes by maintenance
+-- (run retention) are not guarded: they remove nothing a reader of the moved
+-- thread could miss, and a refusal would fail the whole maintenance call.
+-- Without arguments a row's thread_id names its thread; with 'run'
+-- (event_logs) its run_id does, through the run record: a log without one
+-- belongs to no thread and is never refused. Every append updates the log
+-- row, so that trigger guards the creation of a log and every append. A close
+-- (closed_at set) passes: maintenance closes idle logs and must not fail on a
+-- moving thread; a close lost with the source copy leaves the log open on the
+-- destination, where maintenance closes it again.
 CREATE FUNCTION _thread_write_guard() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    PERFORM sandbox_persist._thread_write_check(
-        CASE WHEN TG_OP = 'DELETE' THEN OLD.thread_id ELSE NEW.thread_id END);
-    RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
-END
-$$;
--- An event log belongs to its run's thread when the run is recorded here
--- (the router places a run's log with the run's thread); a log without a
--- run record belongs to no thread and is never refused. Every append
--- updates the log row, so this one trigger guards the creation of a log and
--- every append. A close (closed_at set) passes: maintenance closes idle logs
--- and must not fail on a moving thread; a close lost with the source copy
--- leaves the log open on the destination, where maintenance closes it again.
-CREATE FUNCTION _event_log_write_guard() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    t text;
-BEGIN
-    IF TG_OP = 'UPDATE' AND NEW.closed_at IS DISTINCT FROM OLD.closed_at THEN
-        RETURN NEW;
-    END IF;
-    SELECT r.thread_id INTO t FROM sandbox_persist.runs r WHERE r.run_id = NEW.run_id;
-    IF t IS NOT NULL THEN
-        PERFORM sandbox_persist._thread_write_check(t);
-    END IF;
-    RETURN NEW;
-END
-$$;
+    AS 'MODULE_PATHNAME', '_thread_write_guard' LANGUAGE C VOLATILE SECURITY DEFINER;
 CREATE TRIGGER event_log_write_guard BEFORE INSERT OR UPDATE ON event_logs
-    FOR EACH ROW EXECUTE FUNCTION _event_log_write_guard();
+    FOR EACH ROW EXECUTE FUNCTION _thread_write_guard('run');
 CREATE TRIGGER thread_write_guard BEFORE INSERT OR UPDATE ON checkpoint_threads
     FOR EACH ROW EXECUTE FUNCTION _thread_write_guard();
 CREATE TRIGGER thread_write_guard BEFORE INSERT OR UPDATE OR DELETE ON messages

@@ -57,13 +57,13 @@ CREATE OR REPLACE FUNCTION sandbox_persist._on_shard_checkpoint_export_fork(shar
 RETURNS TABLE (checkpoint json, references_complete boolean, blob_keys text[], absent_blob_keys text[])
 LANGUAGE plproxy AS $$
     CLUSTER sandbox_persist._cluster_name(); RUN ON shard;
-    SELECT * FROM sandbox_persist.checkpoint_export_fork(checkpoint_id);
+    SELECT * FROM sandbox_persist._checkpoint_export_fork(checkpoint_id);
 $$;
 CREATE OR REPLACE FUNCTION sandbox_persist._on_all_checkpoint_export_fork(checkpoint_id text)
 RETURNS TABLE (checkpoint json, references_complete boolean, blob_keys text[], absent_blob_keys text[])
 LANGUAGE plproxy AS $$
     CLUSTER sandbox_persist._cluster_name(); RUN ON ALL;
-    SELECT * FROM sandbox_persist.checkpoint_export_fork(checkpoint_id);
+    SELECT * FROM sandbox_persist._checkpoint_export_fork(checkpoint_id);
 $$;
 CREATE OR REPLACE FUNCTION sandbox_persist._on_all_checkpoint_exists(checkpoint_id text)
 RETURNS SETOF boolean LANGUAGE plproxy AS $$
@@ -74,7 +74,7 @@ CREATE OR REPLACE FUNCTION sandbox_persist._on_shard_checkpoint_import_fork(shar
                                                                             source json, now_ms bigint)
 RETURNS json LANGUAGE plproxy AS $$
     CLUSTER sandbox_persist._cluster_name(); RUN ON shard;
-    SELECT sandbox_persist.checkpoint_import_fork(input, source, now_ms);
+    SELECT sandbox_persist._checkpoint_import_fork(input, source, now_ms);
 $$;
 CREATE OR REPLACE FUNCTION sandbox_persist._on_shard_blob_head(shard integer, blob_key text)
 RETURNS json LANGUAGE plproxy AS $$

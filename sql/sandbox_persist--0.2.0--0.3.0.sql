@@ -11,7 +11,7 @@
 -- destination on another, and a whole thread may be moved to rebalance. The
 -- router (router/cross_shard.sql) orchestrates; these are the shard halves.
 --
---   * checkpoint_export_fork / checkpoint_import_fork: a fork whose source is
+--   * _checkpoint_export_fork / _checkpoint_import_fork: a fork whose source is
 --     read on its shard and given to the destination's shard as data. The
 --     import keeps the local fork's check order and contract errors and
 --     publishes through the same C routine; it also requires every blob the
@@ -83,7 +83,7 @@ CREATE TRIGGER thread_write_guard BEFORE INSERT OR UPDATE OR DELETE ON artifacts
 -- not one JSON document: a router reads the keys without parsing the
 -- conversation (json operators refuse a \u0000 in it) and passes the
 -- checkpoint on byte for byte.
-CREATE FUNCTION checkpoint_export_fork(checkpoint_id text)
+CREATE FUNCTION _checkpoint_export_fork(checkpoint_id text)
 RETURNS TABLE (checkpoint json, references_complete boolean, blob_keys text[],
                absent_blob_keys text[])
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -108,9 +108,9 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 $$;
 
 -- The destination half of a cross-shard fork (src/checkpoint_import.c).
-CREATE FUNCTION checkpoint_import_fork(input json, source json, now_ms bigint DEFAULT NULL)
+CREATE FUNCTION _checkpoint_import_fork(input json, source json, now_ms bigint DEFAULT NULL)
 RETURNS json
-    AS 'MODULE_PATHNAME', 'checkpoint_import_fork' LANGUAGE C VOLATILE SECURITY DEFINER;
+    AS 'MODULE_PATHNAME', '_checkpoint_import_fork' LANGUAGE C VOLATILE SECURITY DEFINER;
 
 -- Raise 55000 for a move step called in the wrong state.
 CREATE FUNCTION _thread_move_refuse(thread_id text, what text) RETURNS void
@@ -334,26 +334,25 @@ BEGIN
         INSERT INTO sandbox_persist.messages (thread_id, transcript, updated_at)
         VALUES (t, (doc->'transcript'->>'transcript')::json, (doc->'transcript'->>'updatedAt')::bigint);
     END IF;
-    -- conversation messages get new ids here; checkpoints are renumbered through the hash
-    CREATE TEMP TABLE IF NOT EXISTS pg_temp.sp_import_messages
-        (old_id bigint PRIMARY KEY, hash bytea NOT NULL) ON COMMIT DROP;
-    DELETE FROM pg_temp.sp_import_messages;
-    INSERT INTO pg_temp.sp_import_messages
-    SELECT x."messageId", decode(x.hash, 'hex')
-      FROM json_to_recordset(doc->'conversationMessages') AS x("messageId" bigint, hash text, body text);
+    -- conversation messages get new ids here; checkpoints are renumbered
+    -- through each message's hash (unique per thread)
     INSERT INTO sandbox_persist.conversation_messages (thread_id, hash, body)
     SELECT t, decode(x.hash, 'hex'), x.body
       FROM json_to_recordset(doc->'conversationMessages') AS x("messageId" bigint, hash text, body text)
      ORDER BY x."messageId";
+    WITH im AS MATERIALIZED (
+        SELECT x."messageId" AS old_id, cm.message_id AS new_id
+          FROM json_to_recordset(doc->'conversationMessages') AS x("messageId" bigint, hash text)
+          JOIN sandbox_persist.conversation_messages cm
+            ON cm.thread_id = t AND cm.hash = decode(x.hash, 'hex')
+    )
     INSERT INTO sandbox_persist.checkpoints (checkpoint_id, thread_id, parent_id, created_at, reason,
                                              label, source_run_id, files, artifacts, conversation)
     SELECT x."checkpointId", t, x."parentId", x."createdAt", x.reason, x.label, x."sourceRunId",
            x.files::json, x.artifacts::json,
-           ARRAY(SELECT cm.message_id
+           ARRAY(SELECT im.new_id
                    FROM unnest(x.conversation) WITH ORDINALITY AS u(id, ord)
-                   JOIN pg_temp.sp_import_messages im ON im.old_id = u.id
-                   JOIN sandbox_persist.conversation_messages cm
-                     ON cm.thread_id = t AND cm.hash = im.hash
+                   JOIN im ON im.old_id = u.id
                   ORDER BY u.ord)
       FROM json_array_elements(doc->'checkpoints') WITH ORDINALITY AS e(v, ord),
            LATERAL json_to_record(e.v) AS x("checkpointId" text,

@@ -3,8 +3,8 @@
  *
  * The destination half of a cross-shard fork (docs/contract/checkpoint-store.md
  * §7, docs/architecture.md "Cross-shard fork and thread moves"): the router
- * reads the source checkpoint on its shard (checkpoint_export_fork), copies the
- * blobs it references, and calls checkpoint_import_fork on the destination's
+ * reads the source checkpoint on its shard (_checkpoint_export_fork), copies the
+ * blobs it references, and calls _checkpoint_import_fork on the destination's
  * shard with the source given as data. The import runs the local fork's checks
  * in the local fork's order, with the source lookup replaced by the data, then
  * requires every referenced blob on this shard and publishes through the local
@@ -25,7 +25,7 @@
 #include "sandbox_persist.h"
 #include "checkpoints.h"
 
-PG_FUNCTION_INFO_V1(checkpoint_import_fork);
+PG_FUNCTION_INFO_V1(_checkpoint_import_fork);
 
 /* Destination persisted state: the registry view, or the id used anywhere. */
 static SpQuery import_destination_state = {
@@ -115,9 +115,9 @@ ImportConversation(const SpJson *conv)
 }
 
 /*
- * checkpoint_import_fork(input json, source json, now_ms bigint) -> json
+ * _checkpoint_import_fork(input json, source json, now_ms bigint) -> json
  * {checkpoint}. input is the local fork's input; source is the row
- * checkpoint_export_fork returned on the source's shard as one object
+ * _checkpoint_export_fork returned on the source's shard as one object
  * {checkpoint, referencesComplete, blobKeys, absentBlobKeys} (blobKeys is
  * what the router copies; the import derives the keys from the entries),
  * plus destinationIdTaken when the router found the destination checkpoint
@@ -128,7 +128,7 @@ ImportConversation(const SpJson *conv)
  * shard; nothing is written before every check passed.
  */
 Datum
-checkpoint_import_fork(PG_FUNCTION_ARGS)
+_checkpoint_import_fork(PG_FUNCTION_ARGS)
 {
 	static const char *const names[] = {
 		"sourceThreadId", "sourceCheckpointId", "destinationThreadId",

@@ -35,7 +35,7 @@ $$;
 CREATE FUNCTION pg_temp.export_doc(id text) RETURNS json LANGUAGE sql AS $$
     SELECT json_build_object('checkpoint', e.checkpoint, 'referencesComplete', e.references_complete,
                              'blobKeys', to_json(e.blob_keys), 'absentBlobKeys', to_json(e.absent_blob_keys))
-      FROM sandbox_persist.checkpoint_export_fork(id) e
+      FROM sandbox_persist._checkpoint_export_fork(id) e
 $$;
 
 CREATE TEMP TABLE w (name text PRIMARY KEY, writer json NOT NULL);
@@ -97,9 +97,9 @@ SELECT sandbox_persist.message_save_thread('src', '[{"role":"user","content":"la
 ------------------------------------------------------------------------------
 -- The export.
 ------------------------------------------------------------------------------
-SELECT is((SELECT count(*) FROM sandbox_persist.checkpoint_export_fork('nope')), 0::bigint,
+SELECT is((SELECT count(*) FROM sandbox_persist._checkpoint_export_fork('nope')), 0::bigint,
           'XF3 export of a missing checkpoint has no row');
-SELECT is((SELECT checkpoint::text FROM sandbox_persist.checkpoint_export_fork('c-child')),
+SELECT is((SELECT checkpoint::text FROM sandbox_persist._checkpoint_export_fork('c-child')),
           sandbox_persist.checkpoint_get('c-child')::text,
           'export carries the checkpoint exactly as checkpoint_get returns it');
 SELECT is(pg_temp.export_doc('c-child')::jsonb - 'checkpoint',
@@ -121,7 +121,7 @@ $$;
 CREATE FUNCTION pg_temp.import_sql(dest text, writer json, overrides jsonb DEFAULT '{}',
                                    source json DEFAULT pg_temp.export_doc('c-child'))
 RETURNS text LANGUAGE sql AS $$
-    SELECT format('SELECT sandbox_persist.checkpoint_import_fork(%L::json, %L::json)',
+    SELECT format('SELECT sandbox_persist._checkpoint_import_fork(%L::json, %L::json)',
                   pg_temp.fork_input(dest, 'fork-' || dest, writer, overrides), source)
 $$;
 
@@ -130,7 +130,7 @@ SELECT pg_temp.acquire('remote', 'remote');
 SELECT sandbox_persist.checkpoint_fork_from_checkpoint(pg_temp.fork_input('local', 'fork-x', pg_temp.wr('local')));
 CREATE TEMP TABLE refs_before AS SELECT sandbox_persist.checkpoint_list_blob_references()::text AS r;
 SELECT is(
-    (SELECT (sandbox_persist.checkpoint_import_fork(
+    (SELECT (sandbox_persist._checkpoint_import_fork(
         pg_temp.fork_input('remote', 'fork-y', pg_temp.wr('remote')),
         pg_temp.export_doc('c-child'))->'checkpoint')::jsonb - 'id' - 'threadId')::text,
     (sandbox_persist.checkpoint_get('fork-x')::jsonb - 'id' - 'threadId')::text,

@@ -396,7 +396,7 @@ blocked S1
 check "XS5 while the import is open nothing of it is visible" "0|0" \
     "$(owned S1 "$X5")|$(S1 "SELECT count(*) FROM sandbox_persist.checkpoints WHERE checkpoint_id = 'fork-x5'")"
 check "XS5 ... though the import has written its rows (held at the references)" "t" \
-    "$(S1 "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE query LIKE '%checkpoint_import_fork%' AND wait_event = 'advisory')")"
+    "$(S1 "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE query LIKE '%_checkpoint_import_fork%' AND wait_event = 'advisory')")"
 crash_shard1
 check "XS5 the fork fails when its destination dies" "1" "$(wait_bg fork5)"
 rm -f "$TMPD/holder-S1.rc"

@@ -136,6 +136,11 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = 'A move needs a non-empty thread id and a shard number >= 0.';
     END IF;
+    IF octet_length(thread_id) > 1024 THEN   -- the identifier limit of every store
+        RAISE EXCEPTION 'thread_id is too long'
+            USING ERRCODE = 'string_data_right_truncation',
+                  DETAIL = format('It has %s UTF-8 bytes; the limit is 1024.', octet_length(thread_id));
+    END IF;
     PERFORM pg_catalog.pg_advisory_xact_lock(5314, pg_catalog.hashtext(thread_id));
     SELECT * INTO m FROM sandbox_persist.thread_moves t WHERE t.thread_id = _thread_move_begin.thread_id;
     IF NOT FOUND THEN
@@ -269,6 +274,11 @@ BEGIN
         RAISE EXCEPTION 'invalid thread import'
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = format('The document must be _thread_export(%L) of the source shard.', t);
+    END IF;
+    IF octet_length(t) > 1024 THEN   -- the identifier limit of every store
+        RAISE EXCEPTION 'thread_id is too long'
+            USING ERRCODE = 'string_data_right_truncation',
+                  DETAIL = format('It has %s UTF-8 bytes; the limit is 1024.', octet_length(t));
     END IF;
     -- The move lock (the write guard's advisory lock, exclusively) serialises
     -- two imports of one thread and lets _thread_move_imported wait for an

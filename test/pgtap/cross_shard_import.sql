@@ -7,7 +7,7 @@
 -- Cases: XF1 (F1 through the import), XF3-XF10 (F3-F10 with the source given
 -- as data), XS3 (S3), XB1-XB3 (blobs on the destination), XM1-XM9 (moves).
 BEGIN;
-SELECT plan(69);
+SELECT plan(71);
 SELECT sandbox_persist._reset_for_tests();
 
 -- 'SQLSTATE CODE_NAME' of the error a statement raises ('no error' if none).
@@ -245,6 +245,10 @@ CREATE TEMP TABLE src_before AS
     SELECT pg_temp.reads_all() AS r;
 
 
+SELECT is(left(pg_temp.sp($$SELECT sandbox_persist._thread_move_begin(repeat('x', 1025), 1)$$), 5), '22001',
+          'XM1 a thread id over 1024 bytes is 22001');
+SELECT is(left(pg_temp.sp($$SELECT sandbox_persist._thread_move_begin('src', -1)$$), 5), '22023',
+          'XM1 a negative shard is 22023');
 SELECT is(sandbox_persist._thread_move_begin('src', 1)::text, '{"state" : "moving"}', 'XM1 begin marks the thread');
 SELECT is(sandbox_persist._thread_move_begin('src', 1)::text, '{"state" : "moving"}', 'XM1 begin is idempotent');
 SELECT is(left(pg_temp.sp($$SELECT sandbox_persist._thread_move_begin('src', 2)$$), 5), '55000',

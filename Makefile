@@ -21,6 +21,8 @@ OBJS = \
 	src/leases.o \
 	src/fork.o \
 	src/conversations.o \
+	src/checkpoint_import.o \
+	src/thread_moves.o \
 	src/interrupts.o \
 	src/metadata.o \
 	src/generation_runs.o \

@@ -149,6 +149,45 @@ extern void CkptInsertRefs(const char *checkpoint_id, Datum keys);
 extern Datum CkptRecordById(const char *checkpoint_id, CkptLayout layout, bool read_only,
 							MemoryContext outer, bool *found);
 
+/* The input of a fork, read once (fork.c); the cross-shard import reads the same. */
+typedef struct ForkInput
+{
+	char	   *source_thread;
+	char	   *source_id;
+	char	   *dest_thread;
+	char	   *dest_id;
+	char	   *writer_thread;
+	double		created_at;
+	CkptWriter	writer;
+} ForkInput;
+
+/*
+ * Where a fork root's conversation comes from: `conversation` is the id array
+ * (0.1.0-0.2.0 layout) or log ranges of thread `thread_id` (0.3.0 layout),
+ * with its length and digest. A local fork copies those ranges into the
+ * destination's log; an import has already appended them there (own_block,
+ * [block_from, block_to) of the destination's log).
+ */
+typedef struct ForkSource
+{
+	const char *thread_id;
+	Datum		conversation;
+	int64		len;
+	Datum		digest;
+	bool		own_block;
+	int64		block_from;
+	int64		block_to;
+} ForkSource;
+
+/* fork.c: the steps the local fork and the cross-shard import share */
+extern void ForkReadInput(FunctionCallInfo fcinfo, int now_argno, ForkInput *in);
+extern void ForkCheckSourceThread(const ForkInput *in, const char *stored_thread);
+extern int64 ForkCheckDestination(FunctionCallInfo fcinfo, int now_argno, const ForkInput *in,
+								  const CkptThread *thread, bool id_taken);
+extern Datum ForkPublish(const ForkInput *in, const CkptEntries *entries, const ForkSource *src,
+						 Datum keys, int64 now, CkptLayout layout, MemoryContext outer);
+extern Datum ForkResult(Datum record);
+
 /* conversations.c: conversation storage */
 extern void ConvSplit(FunctionCallInfo fcinfo, int argno, ConvMessages *out);
 extern Datum ConvTextArray(const ConvMessages *msgs, int from);

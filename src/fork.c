@@ -136,12 +136,12 @@ ForkColumnCopy(int col)
 }
 
 /*
- * checkpoint_fork_from_checkpoint(input json, now_ms bigint) -> json
- * {checkpoint}. input = {sourceThreadId, sourceCheckpointId,
- * destinationThreadId, destinationCheckpointId, createdAt, writer}.
+ * Steps 1-4 of the check order, shared with the cross-shard import: every
+ * field read once, identifiers first, then createdAt and the writer; a thread
+ * cannot fork into itself. Before SPI.
  */
-static Datum
-ForkFromCheckpoint(FunctionCallInfo fcinfo, CkptLayout layout)
+void
+ForkReadInput(FunctionCallInfo fcinfo, int now_argno, ForkInput *in)
 {
 	static const char *const names[] = {
 		"sourceThreadId", "sourceCheckpointId", "destinationThreadId",
@@ -149,98 +149,201 @@ ForkFromCheckpoint(FunctionCallInfo fcinfo, CkptLayout layout)
 	};
 	SpJson	   *input = CkptInputArg(fcinfo, 0, "input");
 	SpJson	   *m[lengthof(names)];
-	MemoryContext outer = CurrentMemoryContext;
-	char	   *source_thread;
-	char	   *source_id;
-	char	   *dest_thread;
-	char	   *dest_id;
-	char	   *writer_thread;
-	char	   *stored_thread;
+
+	CkptLookup(input, names, lengthof(names), m);
+	in->source_thread = CkptCheckId(m[0], "sourceThreadId");
+	in->source_id = CkptCheckId(m[1], "sourceCheckpointId");
+	in->dest_thread = CkptCheckId(m[2], "destinationThreadId");
+	in->dest_id = CkptCheckId(m[3], "destinationCheckpointId");
+	in->writer_thread = CkptReadWriterThread(m[5]);
+	CkptMembers(input, names, lengthof(names), m, "checkpoint fork input");
+	in->created_at = CkptCheckCreatedAt(m[4], "createdAt");
+	CkptReadWriterLease(m[5], &in->writer);
+	(void) SpNowMs(fcinfo, now_argno);	/* refuse a disallowed clock before locking */
+
+	if (strcmp(in->source_thread, in->dest_thread) == 0)
+		sp_error(SP_SNAPSHOT_FORK_SOURCE_THREAD_MISMATCH,
+				 ("fork source and destination are the same thread"),
+				 "Thread \"%s\" cannot be forked into itself.", in->source_thread);
+}
+
+/* Raise FORK_SOURCE_THREAD_MISMATCH unless the source lives in the named thread. */
+void
+ForkCheckSourceThread(const ForkInput *in, const char *stored_thread)
+{
+	if (strcmp(stored_thread, in->source_thread) != 0)
+		sp_error(SP_SNAPSHOT_FORK_SOURCE_THREAD_MISMATCH,
+				 ("fork source checkpoint belongs to another thread"),
+				 "Checkpoint \"%s\" belongs to thread \"%s\", not \"%s\".",
+				 in->source_id, stored_thread, in->source_thread);
+}
+
+/*
+ * Steps 7 and 8: the writer holds the destination's current lease; the
+ * destination has no persisted state and the destination id no owner (here,
+ * or elsewhere when id_taken says so). Returns the lease clock. Inside SPI,
+ * the destination thread row held.
+ */
+int64
+ForkCheckDestination(FunctionCallInfo fcinfo, int now_argno, const ForkInput *in,
+					 const CkptThread *thread, bool id_taken)
+{
+	int64		now;
 	char	   *state;
+	bool		isnull;
+	SpArgs		args;
+
+	if (strcmp(in->writer_thread, in->dest_thread) != 0)
+		sp_error(SP_SNAPSHOT_WRITER_LOST,
+				 ("checkpoint writer lease lost"),
+				 "The writer belongs to thread \"%s\", not the destination \"%s\".",
+				 in->writer_thread, in->dest_thread);
+	now = CkptRequireLease(fcinfo, now_argno, thread, &in->writer, in->dest_thread);
+
+	SpArgsInit(&args);
+	SpArgText(&args, in->dest_thread);
+	SpArgText(&args, in->dest_id);
+	SpExec(&fork_destination_state, &args, false, 1);
+	state = SpGetText(0, FORK_DEST_STATE);
+	if (state != NULL)
+		ForkNotEmpty(in->dest_thread, psprintf("already has persisted state (%s)", state));
+	if (id_taken ||
+		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, FORK_DEST_ID_USED,
+								   &isnull)))
+		ForkNotEmpty(in->dest_thread,
+					 psprintf("cannot take checkpoint id \"%s\": it is already used", in->dest_id));
+	return now;
+}
+
+/*
+ * Steps 11 and 12: publish the fork root in the caller's transaction (the
+ * destination transcript, the root with its conversation, one reference per
+ * distinct key, the head) and return it as get would, built in `outer`.
+ * Shared by the local fork and the cross-shard import, so both write alike.
+ * In the 0.3.0 layout the root's conversation is a block of the destination's
+ * own log: copied from the source thread's log (local fork), or already
+ * appended there by the import (src->own_block). Inside SPI, every check done.
+ */
+Datum
+ForkPublish(const ForkInput *in, const CkptEntries *entries, const ForkSource *src, Datum keys,
+			int64 now, CkptLayout layout, MemoryContext outer)
+{
+	ConvStored	block = {0};
+	SpArgs		args;
+	bool		found;
+
+	SpArgsInit(&args);
+	SpArgText(&args, in->dest_thread);
+	SpArgDatum(&args, src->conversation);
+	SpArgInt64(&args, now);
+	if (layout == CKPT_LAYOUT_LOG)
+		SpArgText(&args, src->thread_id);
+	if (SpExec(layout == CKPT_LAYOUT_LOG ? &fork_transcript_log : &fork_transcript_id_arrays,
+			   &args, false, 0) != 1)
+		ForkNotEmpty(in->dest_thread, "gained a transcript during the fork");
+	if (layout == CKPT_LAYOUT_LOG && src->own_block)
+	{
+		block.block_from = src->block_from;
+		block.block_to = src->block_to;
+	}
+	else if (layout == CKPT_LAYOUT_LOG)
+		ConvCopy(src->thread_id, src->conversation, in->dest_thread, &block);
+
+	SpArgsInit(&args);
+	SpArgText(&args, in->dest_id);
+	SpArgText(&args, in->dest_thread);
+	SpArgFloat8(&args, in->created_at);
+	SpArgTextLen(&args, entries->files.data, entries->files.len);
+	SpArgTextLen(&args, entries->artifacts.data, entries->artifacts.len);
+	if (layout == CKPT_LAYOUT_LOG)
+	{
+		SpArgInt64(&args, block.block_from);
+		SpArgInt64(&args, block.block_to);
+		SpArgDatum(&args, Int32GetDatum((int32) src->len));
+		SpArgDatum(&args, src->digest);
+	}
+	else
+		SpArgDatum(&args, src->conversation);
+	if (SpExec(layout == CKPT_LAYOUT_LOG ? &fork_insert_log : &fork_insert_id_arrays,
+			   &args, false, 0) != 1)
+		ForkNotEmpty(in->dest_thread,
+					 psprintf("cannot take checkpoint id \"%s\": it is already used", in->dest_id));
+	CkptInsertRefs(in->dest_id, keys);
+	SpArgsInit(&args);
+	SpArgText(&args, in->dest_thread);
+	SpArgText(&args, in->dest_id);
+	if (layout == CKPT_LAYOUT_LOG)
+	{
+		SpArgInt64(&args, block.block_to);
+		SpExec(&fork_set_head_log, &args, false, 0);
+	}
+	else
+		SpExec(&fork_set_head, &args, false, 0);
+	return CkptRecordById(in->dest_id, layout, false, outer, &found);
+}
+
+/* The result of a fork, {checkpoint}, from the root's record text. After SPI. */
+Datum
+ForkResult(Datum record)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "{\"checkpoint\":");
+	appendStringInfoString(&buf, text_to_cstring(DatumGetTextPP(record)));
+	appendStringInfoChar(&buf, '}');
+	return SpJsonResult(&buf);
+}
+
+/*
+ * checkpoint_fork_from_checkpoint(input json, now_ms bigint) -> json
+ * {checkpoint}. input = {sourceThreadId, sourceCheckpointId,
+ * destinationThreadId, destinationCheckpointId, createdAt, writer}.
+ */
+static Datum
+ForkFromCheckpoint(FunctionCallInfo fcinfo, CkptLayout layout)
+{
+	MemoryContext outer = CurrentMemoryContext;
+	ForkInput	in;
+	ForkSource	src = {0};
 	char	   *files;
 	char	   *artifacts;
 	int			nkeys;
-	double		created_at;
-	CkptWriter	writer;
 	CkptThread	thread;
 	CkptEntries entries = {0};
-	Datum		conversation;
-	Datum		digest = (Datum) 0;
-	int64		conv_len = 0;
-	ConvStored	copied = {0};
 	Datum		keys;
 	Datum		record;
-	bool		isnull;
-	bool		found;
 	int64		now;
 	int64		covered = 0;
 	SpArgs		args;
-	StringInfoData buf;
 
-	/* 1-3. read every field once; identifiers, then createdAt */
-	CkptLookup(input, names, lengthof(names), m);
-	source_thread = CkptCheckId(m[0], "sourceThreadId");
-	source_id = CkptCheckId(m[1], "sourceCheckpointId");
-	dest_thread = CkptCheckId(m[2], "destinationThreadId");
-	dest_id = CkptCheckId(m[3], "destinationCheckpointId");
-	writer_thread = CkptReadWriterThread(m[5]);
-	CkptMembers(input, names, lengthof(names), m, "checkpoint fork input");
-	created_at = CkptCheckCreatedAt(m[4], "createdAt");
-	CkptReadWriterLease(m[5], &writer);
-	(void) SpNowMs(fcinfo, 1);	/* refuse a disallowed clock before locking */
-
-	/* 4. a thread cannot fork into itself (before any emptiness probe) */
-	if (strcmp(source_thread, dest_thread) == 0)
-		sp_error(SP_SNAPSHOT_FORK_SOURCE_THREAD_MISMATCH,
-				 ("fork source and destination are the same thread"),
-				 "Thread \"%s\" cannot be forked into itself.", source_thread);
+	/* 1-4. the input */
+	ForkReadInput(fcinfo, 1, &in);
 
 	SPI_connect();
-	CkptLockThread(dest_thread, &thread);
+	CkptLockThread(in.dest_thread, &thread);
 
 	/* 5, 6. the source checkpoint, held against a concurrent deleteHead */
 	SpArgsInit(&args);
-	SpArgText(&args, source_id);
+	SpArgText(&args, in.source_id);
 	if (SpExec(layout == CKPT_LAYOUT_LOG ? &fork_source_log : &fork_source_id_arrays,
 			   &args, false, 1) != 1)
 		sp_error(SP_SNAPSHOT_FORK_SOURCE_NOT_FOUND,
 				 ("fork source checkpoint not found"),
-				 "No checkpoint has id \"%s\".", source_id);
-	stored_thread = SpGetText(0, FORK_SRC_THREAD_ID);
-	if (strcmp(stored_thread, source_thread) != 0)
-		sp_error(SP_SNAPSHOT_FORK_SOURCE_THREAD_MISMATCH,
-				 ("fork source checkpoint belongs to another thread"),
-				 "Checkpoint \"%s\" belongs to thread \"%s\", not \"%s\".",
-				 source_id, stored_thread, source_thread);
+				 "No checkpoint has id \"%s\".", in.source_id);
+	ForkCheckSourceThread(&in, SpGetText(0, FORK_SRC_THREAD_ID));
 	files = SpGetText(0, FORK_SRC_FILES);
 	artifacts = SpGetText(0, FORK_SRC_ARTIFACTS);
-	conversation = ForkColumnCopy(FORK_SRC_CONVERSATION);
+	src.thread_id = in.source_thread;
+	src.conversation = ForkColumnCopy(FORK_SRC_CONVERSATION);
 	if (layout == CKPT_LAYOUT_LOG)
 	{
-		SpGetInt64(0, FORK_SRC_CONV_LEN, &conv_len);
-		digest = ForkColumnCopy(FORK_SRC_CONV_DIGEST);
+		SpGetInt64(0, FORK_SRC_CONV_LEN, &src.len);
+		src.digest = ForkColumnCopy(FORK_SRC_CONV_DIGEST);
 	}
 
-	/* 7. the caller must hold the destination's current lease */
-	if (strcmp(writer_thread, dest_thread) != 0)
-		sp_error(SP_SNAPSHOT_WRITER_LOST,
-				 ("checkpoint writer lease lost"),
-				 "The writer belongs to thread \"%s\", not the destination \"%s\".",
-				 writer_thread, dest_thread);
-	now = CkptRequireLease(fcinfo, 1, &thread, &writer, dest_thread);
-
-	/* 8. the destination must have no persisted state, the id no owner */
-	SpArgsInit(&args);
-	SpArgText(&args, dest_thread);
-	SpArgText(&args, dest_id);
-	SpExec(&fork_destination_state, &args, false, 1);
-	state = SpGetText(0, FORK_DEST_STATE);
-	if (state != NULL)
-		ForkNotEmpty(dest_thread, psprintf("already has persisted state (%s)", state));
-	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, FORK_DEST_ID_USED,
-										&isnull)))
-		ForkNotEmpty(dest_thread,
-					 psprintf("cannot take checkpoint id \"%s\": it is already used", dest_id));
+	/* 7, 8. the writer's lease; an empty destination, an unused id */
+	now = ForkCheckDestination(fcinfo, 1, &in, &thread, false);
 
 	/* 9. the stored entries are re-validated; only corrupt data can fail */
 	CkptValidateFiles(SpJsonParse(files, strlen(files)), &entries);
@@ -249,66 +352,19 @@ ForkFromCheckpoint(FunctionCallInfo fcinfo, CkptLayout layout)
 	/* 10. every distinct key of the source must carry a reference row */
 	keys = CkptDistinctKeys(&entries, &nkeys);
 	SpArgsInit(&args);
-	SpArgText(&args, source_id);
+	SpArgText(&args, in.source_id);
 	SpArgDatum(&args, keys);
 	SpExec(&fork_source_refs, &args, false, 1);
 	SpGetInt64(0, FORK_REFS_COVERED, &covered);
 	if (covered != nkeys)
 		sp_error(SP_SNAPSHOT_INVALID_ENTRY,
 				 ("fork source references are inconsistent"),
-				 "Checkpoint \"%s\" lacks reference rows for some of its blob keys.", source_id);
+				 "Checkpoint \"%s\" lacks reference rows for some of its blob keys.", in.source_id);
 
-	/* 11. publish: transcript, fork root (and its own copy of the conversation), references, head */
-	SpArgsInit(&args);
-	SpArgText(&args, dest_thread);
-	SpArgDatum(&args, conversation);
-	SpArgInt64(&args, now);
-	if (layout == CKPT_LAYOUT_LOG)
-		SpArgText(&args, source_thread);
-	if (SpExec(layout == CKPT_LAYOUT_LOG ? &fork_transcript_log : &fork_transcript_id_arrays,
-			   &args, false, 0) != 1)
-		ForkNotEmpty(dest_thread, "gained a transcript during the fork");
-	if (layout == CKPT_LAYOUT_LOG)
-		ConvCopy(source_thread, conversation, dest_thread, &copied);
-	SpArgsInit(&args);
-	SpArgText(&args, dest_id);
-	SpArgText(&args, dest_thread);
-	SpArgFloat8(&args, created_at);
-	SpArgTextLen(&args, entries.files.data, entries.files.len);
-	SpArgTextLen(&args, entries.artifacts.data, entries.artifacts.len);
-	if (layout == CKPT_LAYOUT_LOG)
-	{
-		SpArgInt64(&args, copied.block_from);
-		SpArgInt64(&args, copied.block_to);
-		SpArgDatum(&args, Int32GetDatum((int32) conv_len));
-		SpArgDatum(&args, digest);
-	}
-	else
-		SpArgDatum(&args, conversation);
-	if (SpExec(layout == CKPT_LAYOUT_LOG ? &fork_insert_log : &fork_insert_id_arrays,
-			   &args, false, 0) != 1)
-		ForkNotEmpty(dest_thread,
-					 psprintf("cannot take checkpoint id \"%s\": it is already used", dest_id));
-	CkptInsertRefs(dest_id, keys);
-	SpArgsInit(&args);
-	SpArgText(&args, dest_thread);
-	SpArgText(&args, dest_id);
-	if (layout == CKPT_LAYOUT_LOG)
-	{
-		SpArgInt64(&args, copied.block_to);
-		SpExec(&fork_set_head_log, &args, false, 0);
-	}
-	else
-		SpExec(&fork_set_head, &args, false, 0);
-
-	/* 12. the fork root, as get would return it */
-	record = CkptRecordById(dest_id, layout, false, outer, &found);
+	/* 11, 12. publish, and the fork root as get would return it */
+	record = ForkPublish(&in, &entries, &src, keys, now, layout, outer);
 	SPI_finish();
-	initStringInfo(&buf);
-	appendStringInfoString(&buf, "{\"checkpoint\":");
-	appendStringInfoString(&buf, text_to_cstring(DatumGetTextPP(record)));
-	appendStringInfoChar(&buf, '}');
-	PG_RETURN_DATUM(SpJsonResult(&buf));
+	PG_RETURN_DATUM(ForkResult(record));
 }
 
 /* checkpoint_fork_from_checkpoint, 0.1.0-0.2.0 layout. */

@@ -114,8 +114,18 @@ if [ -z "${SHARDS_SKIP_NODE:-}" ]; then
     rm -f "$report"
 fi
 
+# 5. Cross-shard fork and thread moves (router/cross_shard.sql); last, because
+#    XS5/XS6 kill and restart shard 1.
+xs_line="skipped"
+if [ -z "${SHARDS_SKIP_CROSS:-}" ]; then
+    xs_out=$(mktemp)
+    if SP_SHARDS_ENV="${SANDBOX_PERSIST_SHARDS_STATE:-$ROOT/.shards}/env" bash test/shards/cross_shard.sh 2>&1 | tee "$xs_out"; then :; else fail "cross-shard fork and thread moves"; fi
+    xs_line=$(grep -E '^summary: ' "$xs_out" | tail -n 1 | sed 's/^summary: //')
+    rm -f "$xs_out"
+fi
+
 elapsed=$(($(date +%s) - started))
 status=pass
 [ ${#failures[@]} -eq 0 ] || status="FAIL (${failures[*]})"
-echo "summary: shards: $status; routes $routes_ok/3; pgTAP ${pgtap_line}; node ${node_line}; ${elapsed}s"
+echo "summary: shards: $status; routes $routes_ok/3; pgTAP ${pgtap_line}; node ${node_line}; ${xs_line:-cross-shard: no summary}; ${elapsed}s"
 [ ${#failures[@]} -eq 0 ]

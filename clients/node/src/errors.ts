@@ -112,6 +112,10 @@ export type SandboxPersistErrorCode =
   | 'EVENT_LOG_INVALID_OFFSET'
   | 'CLIENT_CLOCK_NOT_ALLOWED'
   | 'TEST_RESET_NOT_ALLOWED'
+  /** SP014: the thread is moving to another shard behind a router; retry after the move. */
+  | 'SANDBOX_THREAD_MOVING'
+  /** SP015: a cross-shard import names a blob the destination shard does not hold. */
+  | 'SANDBOX_SNAPSHOT_FORK_BLOB_MISSING'
   /** A class-SP error this package does not know yet (a newer extension): `sqlstate` tells which. */
   | 'UNKNOWN_SP_ERROR'
   /** The store was closed with `close()`. */
@@ -210,6 +214,8 @@ const SP_CODES: Record<string, SandboxCheckpointErrorCode | SandboxPersistErrorC
   SP011: 'SANDBOX_SNAPSHOT_FORK_DESTINATION_NOT_EMPTY',
   SP012: 'SANDBOX_SNAPSHOT_CHECKPOINT_NOT_FOUND',
   SP013: 'SANDBOX_SNAPSHOT_ATOMIC_FORK_REQUIRED',
+  SP014: 'SANDBOX_THREAD_MOVING',
+  SP015: 'SANDBOX_SNAPSHOT_FORK_BLOB_MISSING',
   SP101: 'INTERRUPT_BATCH_DUPLICATE_ID',
   SP102: 'INTERRUPT_BATCH_MISSING_ID',
   SP103: 'INTERRUPT_BATCH_NON_PENDING_ID',

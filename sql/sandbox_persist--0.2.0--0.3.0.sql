@@ -1105,6 +1105,32 @@ LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS 
     SELECT EXISTS (SELECT 1 FROM d)
 $$;
 
+-- What each object of the move and cross-shard fork section is for.
+COMMENT ON TABLE thread_moves IS
+    'Threads moving out of this shard (''moving''), moved out (''moved'': a tombstone that keeps refusing writes a stale route sends here) or imported into it (''imported'' until the router finishes the move); the write guard reads it.';
+COMMENT ON FUNCTION _thread_write_guard() IS
+    'Internal: the row trigger on every thread-owned table that refuses a write to a moving or moved thread with SP014 (SANDBOX_THREAD_MOVING).';
+COMMENT ON FUNCTION _checkpoint_export_fork(text) IS
+    'Internal, called by the router on the source shard of a cross-shard fork: the checkpoint as checkpoint_get returns it, whether its reference rows are complete, its distinct blob keys and those this shard holds no bytes for.';
+COMMENT ON FUNCTION _checkpoint_import_fork(json, json, bigint) IS
+    'Internal, called by the router on the destination shard of a cross-shard fork: the local fork''s checks and publish step with the source checkpoint given as data; SP015 when a referenced blob is not on this shard.';
+COMMENT ON FUNCTION _thread_move_refuse(text, text) IS
+    'Internal: raises the error of a move step that cannot run (the thread''s move state, or its data here, does not allow it).';
+COMMENT ON FUNCTION _thread_move_begin(text, integer) IS
+    'Internal, move step 1 on the source shard: waits for writes in flight, then marks the thread as moving so every later write to it is refused (SP014). Idempotent.';
+COMMENT ON FUNCTION _thread_export(text) IS
+    'Internal, move step 2 on the source shard: everything the moving thread owns (lease and head, transcript, conversation log and messages, checkpoints and references, runs, interrupts, generation runs, artifacts, event logs) and its blob keys, as one JSON document.';
+COMMENT ON FUNCTION _thread_import(text, integer, json) IS
+    'Internal, move step 4 on the destination shard: inserts an exported thread in one transaction or nothing; refused when this shard already holds state or ids of the thread, SP015 when a blob is missing. Idempotent.';
+COMMENT ON FUNCTION _thread_drop(text) IS
+    'Internal, move step 6 on the source shard: deletes the moved thread''s rows and leaves a ''moved'' tombstone. Idempotent.';
+COMMENT ON FUNCTION _thread_move_finish(text) IS
+    'Internal, move step 7 on the destination shard: forgets the ''imported'' mark once the move is complete. Idempotent.';
+COMMENT ON FUNCTION _thread_move_imported(text) IS
+    'Internal: whether an import of the thread has committed on this shard (waits for one still in flight), so a resumed move knows where it stopped.';
+COMMENT ON FUNCTION _thread_move_abort(text) IS
+    'Internal: ends a move that has not been imported, on the source shard: the thread takes writes again.';
+
 -- Sections are added above this line, one per change, each opened by a
 -- comment block that says what it changes and why.
 

@@ -19,6 +19,8 @@ export type SandboxCheckpointErrorCode =
   | 'SANDBOX_SNAPSHOT_FORK_SOURCE_NOT_FOUND'
   | 'SANDBOX_SNAPSHOT_FORK_SOURCE_THREAD_MISMATCH'
   | 'SANDBOX_SNAPSHOT_FORK_DESTINATION_NOT_EMPTY'
+  /** SP015 (ours): a cross-shard import names a blob the destination shard does not hold. */
+  | 'SANDBOX_SNAPSHOT_FORK_BLOB_MISSING'
 
 export class SandboxCheckpointError extends Error {
   readonly code: SandboxCheckpointErrorCode
@@ -114,8 +116,6 @@ export type SandboxPersistErrorCode =
   | 'TEST_RESET_NOT_ALLOWED'
   /** SP014: the thread is moving to another shard behind a router; retry after the move. */
   | 'SANDBOX_THREAD_MOVING'
-  /** SP015: a cross-shard import names a blob the destination shard does not hold. */
-  | 'SANDBOX_SNAPSHOT_FORK_BLOB_MISSING'
   /** A class-SP error this package does not know yet (a newer extension): `sqlstate` tells which. */
   | 'UNKNOWN_SP_ERROR'
   /** The store was closed with `close()`. */

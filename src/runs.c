@@ -6,15 +6,26 @@
  * the four durable ones, and the thread and reclaim queries.
  *
  * Locking: createOrResume is insert-if-absent, then a fresh read, so two
- * concurrent callers both return the winner's row. run_update locks the run
- * row FOR UPDATE before its driverEpoch check, so the check and the write see
- * the same epoch.
+ * concurrent callers both return the winner's row. run_update first tries one
+ * UPDATE whose WHERE clause carries the driverEpoch check (the row lock it
+ * takes makes a concurrent writer re-check against the committed epoch);
+ * when that changes nothing it locks the row FOR UPDATE, so the check and the
+ * write see the same epoch, and tells a missing run from a refused epoch.
+ *
+ * Since 0.3.0 runs.status_changed_at (the clock of the last status change)
+ * keys the partial indexes that changed_at keyed before, so a patch that
+ * leaves status, detachedSince and sandboxKey alone touches no indexed column
+ * and can be a HOT update. The same library serves a database still at 0.2.0
+ * (no such column): RunsHaveStatusClock() picks the statement for the schema
+ * at hand.
  */
 #include "postgres.h"
 
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "common/int.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 
 #include "sandbox_persist.h"
 
@@ -36,6 +47,14 @@ static SpQuery run_insert = {
 	5, {TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID}
 };
 
+/* The same, for a 0.3.0 schema: creation is the first status change. */
+static SpQuery run_insert_status_clock = {
+	"INSERT INTO sandbox_persist.runs"
+	" (run_id, thread_id, status, started_at, changed_at, status_changed_at)"
+	" VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (run_id) DO NOTHING",
+	5, {TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID}
+};
+
 static SpQuery run_select = {
 	"SELECT " RUN_COLUMNS " FROM sandbox_persist.runs WHERE run_id = $1",
 	1, {TEXTOID}
@@ -48,22 +67,40 @@ static SpQuery run_lock = {
 
 /*
  * One fixed statement serves every patch: bit i of $2 says whether field i is
- * present; a present field with a NULL value clears the column.
+ * present; a present field with a NULL value clears the column. An absent
+ * field keeps its value, so an indexed column nobody patched is unchanged
+ * and the update can be HOT. RUN_PATCH_WHERE applies the patch only when the
+ * run exists and a present driverEpoch ($10) is above the stored one; a
+ * patch it refuses is sorted out under the row lock (run_update).
  */
-static SpQuery run_patch = {
-	"UPDATE sandbox_persist.runs SET"
-	" status = CASE WHEN $2 & 1 <> 0 THEN $3 ELSE status END,"
-	" finished_at = CASE WHEN $2 & 2 <> 0 THEN $4 ELSE finished_at END,"
-	" error = CASE WHEN $2 & 4 <> 0 THEN $5 ELSE error END,"
-	" usage = CASE WHEN $2 & 8 <> 0 THEN $6 ELSE usage END,"
-	" sandbox_key = CASE WHEN $2 & 16 <> 0 THEN $7 ELSE sandbox_key END,"
-	" detached_since = CASE WHEN $2 & 32 <> 0 THEN $8 ELSE detached_since END,"
-	" cancel_requested = CASE WHEN $2 & 64 <> 0 THEN $9 ELSE cancel_requested END,"
-	" driver_epoch = CASE WHEN $2 & 128 <> 0 THEN $10 ELSE driver_epoch END,"
+#define RUN_PATCH_SET \
+	"UPDATE sandbox_persist.runs SET" \
+	" status = CASE WHEN $2 & 1 <> 0 THEN $3 ELSE status END," \
+	" finished_at = CASE WHEN $2 & 2 <> 0 THEN $4 ELSE finished_at END," \
+	" error = CASE WHEN $2 & 4 <> 0 THEN $5 ELSE error END," \
+	" usage = CASE WHEN $2 & 8 <> 0 THEN $6 ELSE usage END," \
+	" sandbox_key = CASE WHEN $2 & 16 <> 0 THEN $7 ELSE sandbox_key END," \
+	" detached_since = CASE WHEN $2 & 32 <> 0 THEN $8 ELSE detached_since END," \
+	" cancel_requested = CASE WHEN $2 & 64 <> 0 THEN $9 ELSE cancel_requested END," \
+	" driver_epoch = CASE WHEN $2 & 128 <> 0 THEN $10 ELSE driver_epoch END," \
 	" changed_at = $11"
-	" WHERE run_id = $1",
-	11, {TEXTOID, INT4OID, TEXTOID, INT8OID, JSONOID, JSONOID, TEXTOID, INT8OID,
+#define RUN_PATCH_WHERE \
+	" WHERE run_id = $1" \
+	"   AND ($2 & 128 = 0 OR $10 IS NULL OR driver_epoch IS NULL OR driver_epoch < $10)"
+#define RUN_PATCH_ARGTYPES \
+	{TEXTOID, INT4OID, TEXTOID, INT8OID, JSONOID, JSONOID, TEXTOID, INT8OID, \
 	BOOLOID, INT8OID, INT8OID}
+
+static SpQuery run_patch = {
+	RUN_PATCH_SET RUN_PATCH_WHERE, 11, RUN_PATCH_ARGTYPES
+};
+
+/* The same, for a 0.3.0 schema: the status clock moves only with the status. */
+static SpQuery run_patch_status_clock = {
+	RUN_PATCH_SET ","
+	" status_changed_at = CASE WHEN $2 & 1 <> 0 AND status IS DISTINCT FROM $3"
+	"                          THEN $11 ELSE status_changed_at END"
+	RUN_PATCH_WHERE, 11, RUN_PATCH_ARGTYPES
 };
 
 static SpQuery run_active = {
@@ -145,6 +182,20 @@ RunAppendRecord(StringInfo buf, int row)
 }
 
 /*
+ * Whether sandbox_persist.runs has status_changed_at (0.3.0 and later). A
+ * syscache lookup per call, so a database updated while this backend runs
+ * is seen at once.
+ */
+bool
+RunsHaveStatusClock(void)
+{
+	Oid			nsp = get_namespace_oid("sandbox_persist", true);
+	Oid			rel = OidIsValid(nsp) ? get_relname_relid("runs", nsp) : InvalidOid;
+
+	return OidIsValid(rel) && get_attnum(rel, "status_changed_at") != InvalidAttrNumber;
+}
+
+/*
  * run_create_or_resume(input json) -> json: insert {runId, threadId, startedAt,
  * status ?? 'running'} unless the run exists; always return the stored record,
  * never the input.
@@ -168,7 +219,8 @@ run_create_or_resume(PG_FUNCTION_ARGS)
 	SpArgInt64(&args, CheckIntJson(f[2], "startedAt", -SP_MAX_SAFE_INTEGER));
 	SpArgInt64(&args, SpNowMs(fcinfo, -1));
 
-	return SpCreateOrResume(fcinfo, &run_insert, &args, &run_select, run_id, RunAppendRecord);
+	return SpCreateOrResume(fcinfo, RunsHaveStatusClock() ? &run_insert_status_clock : &run_insert,
+							&args, &run_select, run_id, RunAppendRecord);
 }
 
 /*
@@ -190,6 +242,7 @@ run_update(PG_FUNCTION_ARGS)
 	int64		new_epoch = 0;
 	int64		old_epoch;
 	SpArgs		args;
+	SpQuery    *patch_q;
 	bool		exists;
 
 	SpJsonMembers(patch, names, lengthof(names), f, "a run patch", false,
@@ -228,7 +281,16 @@ run_update(PG_FUNCTION_ARGS)
 	}
 	SpArgInt64(&args, SpNowMs(fcinfo, -1));
 
+	patch_q = RunsHaveStatusClock() ? &run_patch_status_clock : &run_patch;
+
 	SPI_connect();
+	/* the common case, one statement: the run exists and the epoch (if any) rises */
+	if (mask != 0 && SpExec(patch_q, &args, false, 0) == 1)
+	{
+		SPI_finish();
+		PG_RETURN_BOOL(true);
+	}
+	/* nothing applied: under the row lock, a missing run or a refused epoch? */
 	{
 		SpArgs		key;
 
@@ -241,8 +303,9 @@ run_update(PG_FUNCTION_ARGS)
 				 ("driverEpoch must increase"),
 				 "Run \"%s\" is at driverEpoch " INT64_FORMAT "; " INT64_FORMAT " is not greater.",
 				 run_id, old_epoch, new_epoch);
+	/* a concurrent write let the check pass after all: apply, under the lock */
 	if (exists && mask != 0)
-		SpExec(&run_patch, &args, false, 0);
+		SpExec(patch_q, &args, false, 0);
 	SPI_finish();
 	PG_RETURN_BOOL(exists);
 }

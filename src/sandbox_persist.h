@@ -198,6 +198,9 @@ extern void PatchArgStatus(SpArgs *args, const SpJson *node, const char *what);
 extern void PatchArgInt(SpArgs *args, const SpJson *node, const char *field, int64 minval);
 extern void PatchArgJson(SpArgs *args, const SpJson *node, const char *field, SpJsonCheck check);
 
+/* runs.c: whether the runs table has the 0.3.0 status clock */
+extern bool RunsHaveStatusClock(void);
+
 extern char *SpGetText(int row, int col);
 extern bool SpGetInt64(int row, int col, int64 *out);
 extern bool SpGetFloat8(int row, int col, double *out);

@@ -177,6 +177,7 @@ extern void SpArgFloat8(SpArgs *args, double v);
 extern void SpArgBool(SpArgs *args, bool v);
 extern void SpArgNull(SpArgs *args);
 extern void SpArgDatum(SpArgs *args, Datum d);
+extern void SpPlannerInit(void);
 extern int	SpExec(SpQuery *q, SpArgs *args, bool read_only, long tcount);
 extern Portal SpOpenCursor(SpQuery *q, SpArgs *args, bool read_only);
 

@@ -25,7 +25,9 @@
 #include "catalog/pg_type.h"
 #include "common/int.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 
 #include "sandbox_persist.h"
 
@@ -66,42 +68,64 @@ static SpQuery run_lock = {
 };
 
 /*
- * One fixed statement serves every patch: bit i of $2 says whether field i is
- * present; a present field with a NULL value clears the column. An absent
- * field keeps its value, so an indexed column nobody patched is unchanged
- * and the update can be HOT. RUN_PATCH_WHERE applies the patch only when the
- * run exists and a present driverEpoch ($10) is above the stored one; a
- * patch it refuses is sorted out under the row lock (run_update).
+ * The patch statements, one per set of present fields, built and kept on
+ * first use (a handful of sets occur in practice). Field i of the patch is
+ * column run_patch_columns[i], parameter $(i + 3); a present field with a
+ * NULL value clears its column. $1 is the run id, $11 the clock; $2 (the
+ * set, as a bit mask) is not referenced. Only the present columns are
+ * assigned, so the executor builds and evaluates nothing for the others, and
+ * an indexed column nobody patched is left alone and the update can be HOT.
+ * A present driverEpoch ($10) applies only above the stored one; a patch
+ * the statement refuses (or a missing run) is sorted out under the row lock
+ * (run_update).
  */
-#define RUN_PATCH_SET \
-	"UPDATE sandbox_persist.runs SET" \
-	" status = CASE WHEN $2 & 1 <> 0 THEN $3 ELSE status END," \
-	" finished_at = CASE WHEN $2 & 2 <> 0 THEN $4 ELSE finished_at END," \
-	" error = CASE WHEN $2 & 4 <> 0 THEN $5 ELSE error END," \
-	" usage = CASE WHEN $2 & 8 <> 0 THEN $6 ELSE usage END," \
-	" sandbox_key = CASE WHEN $2 & 16 <> 0 THEN $7 ELSE sandbox_key END," \
-	" detached_since = CASE WHEN $2 & 32 <> 0 THEN $8 ELSE detached_since END," \
-	" cancel_requested = CASE WHEN $2 & 64 <> 0 THEN $9 ELSE cancel_requested END," \
-	" driver_epoch = CASE WHEN $2 & 128 <> 0 THEN $10 ELSE driver_epoch END," \
-	" changed_at = $11"
-#define RUN_PATCH_WHERE \
-	" WHERE run_id = $1" \
-	"   AND ($2 & 128 = 0 OR $10 IS NULL OR driver_epoch IS NULL OR driver_epoch < $10)"
-#define RUN_PATCH_ARGTYPES \
-	{TEXTOID, INT4OID, TEXTOID, INT8OID, JSONOID, JSONOID, TEXTOID, INT8OID, \
-	BOOLOID, INT8OID, INT8OID}
-
-static SpQuery run_patch = {
-	RUN_PATCH_SET RUN_PATCH_WHERE, 11, RUN_PATCH_ARGTYPES
+static const char *const run_patch_columns[] = {
+	"status", "finished_at", "error", "usage", "sandbox_key", "detached_since",
+	"cancel_requested", "driver_epoch"
 };
 
-/* The same, for a 0.3.0 schema: the status clock moves only with the status. */
-static SpQuery run_patch_status_clock = {
-	RUN_PATCH_SET ","
-	" status_changed_at = CASE WHEN $2 & 1 <> 0 AND status IS DISTINCT FROM $3"
-	"                          THEN $11 ELSE status_changed_at END"
-	RUN_PATCH_WHERE, 11, RUN_PATCH_ARGTYPES
-};
+#define RUN_PATCH_FIELDS lengthof(run_patch_columns)
+#define RUN_PATCH_EPOCH_BIT (1 << 7)
+
+/*
+ * The kept patch statement for `mask`; status_clock: the 0.3.0 schema, where
+ * a status that changes also sets status_changed_at.
+ */
+static SpQuery *
+RunPatchQuery(int32 mask, bool status_clock)
+{
+	static SpQuery *kept[2][1 << RUN_PATCH_FIELDS];
+	static const Oid argtypes[] = {
+		TEXTOID, INT4OID, TEXTOID, INT8OID, JSONOID, JSONOID, TEXTOID, INT8OID,
+		BOOLOID, INT8OID, INT8OID
+	};
+	SpQuery    *q = kept[status_clock][mask];
+
+	if (q == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+		StringInfoData sql;
+
+		initStringInfo(&sql);
+		appendStringInfoString(&sql, "UPDATE sandbox_persist.runs SET changed_at = $11");
+		for (int i = 0; i < RUN_PATCH_FIELDS; i++)
+			if (mask & (1 << i))
+				appendStringInfo(&sql, ", %s = $%d", run_patch_columns[i], i + 3);
+		if (status_clock && (mask & 1))
+			appendStringInfoString(&sql, ", status_changed_at = CASE WHEN status IS DISTINCT FROM $3"
+								   " THEN $11 ELSE status_changed_at END");
+		appendStringInfoString(&sql, " WHERE run_id = $1");
+		if (mask & RUN_PATCH_EPOCH_BIT)
+			appendStringInfoString(&sql, " AND ($10 IS NULL OR driver_epoch IS NULL OR driver_epoch < $10)");
+		q = palloc0(sizeof(SpQuery));
+		q->sql = sql.data;
+		q->nargs = lengthof(argtypes);
+		memcpy(q->argtypes, argtypes, sizeof(argtypes));
+		MemoryContextSwitchTo(old);
+		kept[status_clock][mask] = q;
+	}
+	return q;
+}
 
 static SpQuery run_active = {
 	"SELECT " RUN_COLUMNS " FROM sandbox_persist.runs"
@@ -182,17 +206,43 @@ RunAppendRecord(StringInfo buf, int row)
 }
 
 /*
- * Whether sandbox_persist.runs has status_changed_at (0.3.0 and later). A
- * syscache lookup per call, so a database updated while this backend runs
- * is seen at once.
+ * Whether sandbox_persist.runs has status_changed_at (0.3.0 and later): -1
+ * unknown, else the answer, forgotten on any relcache invalidation of that
+ * table (ALTER EXTENSION ... UPDATE adds the column; DROP EXTENSION drops
+ * the table) or of every relation, so a database updated while this backend
+ * runs is seen at its next call.
  */
+static int	runs_status_clock = -1;
+static Oid	runs_relid = InvalidOid;
+
+/* Relcache invalidation callback: forget the answer when runs may have changed. */
+static void
+RunsForgetStatusClock(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == runs_relid)
+		runs_status_clock = -1;
+}
+
+/* Whether the runs table has the 0.3.0 status clock (cached, see above). */
 bool
 RunsHaveStatusClock(void)
 {
-	Oid			nsp = get_namespace_oid("sandbox_persist", true);
-	Oid			rel = OidIsValid(nsp) ? get_relname_relid("runs", nsp) : InvalidOid;
+	static bool registered = false;
 
-	return OidIsValid(rel) && get_attnum(rel, "status_changed_at") != InvalidAttrNumber;
+	if (runs_status_clock < 0)
+	{
+		Oid			nsp = get_namespace_oid("sandbox_persist", true);
+
+		if (!registered)
+		{
+			CacheRegisterRelcacheCallback(RunsForgetStatusClock, (Datum) 0);
+			registered = true;
+		}
+		runs_relid = OidIsValid(nsp) ? get_relname_relid("runs", nsp) : InvalidOid;
+		runs_status_clock = OidIsValid(runs_relid) &&
+			get_attnum(runs_relid, "status_changed_at") != InvalidAttrNumber;
+	}
+	return runs_status_clock == 1;
 }
 
 /*
@@ -281,7 +331,7 @@ run_update(PG_FUNCTION_ARGS)
 	}
 	SpArgInt64(&args, SpNowMs(fcinfo, -1));
 
-	patch_q = RunsHaveStatusClock() ? &run_patch_status_clock : &run_patch;
+	patch_q = mask == 0 ? NULL : RunPatchQuery(mask, RunsHaveStatusClock());
 
 	SPI_connect();
 	/* the common case, one statement: the run exists and the epoch (if any) rises */

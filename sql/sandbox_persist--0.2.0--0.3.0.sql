@@ -805,7 +805,8 @@ BEGIN
                  'finishedAt', x.finished_at, 'error', x.error::text, 'usage', x.usage::text,
                  'sandboxKey', x.sandbox_key, 'detachedSince', x.detached_since,
                  'cancelRequested', x.cancel_requested, 'driverEpoch', x.driver_epoch,
-                 'changedAt', x.changed_at) ORDER BY x.seq), '[]')
+                 'changedAt', x.changed_at, 'statusChangedAt', x.status_changed_at)
+                 ORDER BY x.seq), '[]')
                FROM sandbox_persist.runs x WHERE x.thread_id = t),
         'interrupts', (SELECT coalesce(json_agg(json_build_object(
                  'interruptId', x.interrupt_id, 'runId', x.run_id, 'status', x.status,
@@ -973,14 +974,15 @@ BEGIN
       FROM json_to_recordset(doc->'references') AS x("checkpointId" text, "blobKey" text);
     INSERT INTO sandbox_persist.runs (run_id, thread_id, status, started_at, finished_at, error,
                                       usage, sandbox_key, detached_since, cancel_requested,
-                                      driver_epoch, changed_at)
+                                      driver_epoch, changed_at, status_changed_at)
     SELECT x."runId", t, x.status, x."startedAt", x."finishedAt", x.error::json, x.usage::json,
-           x."sandboxKey", x."detachedSince", x."cancelRequested", x."driverEpoch", x."changedAt"
+           x."sandboxKey", x."detachedSince", x."cancelRequested", x."driverEpoch", x."changedAt",
+           coalesce(x."statusChangedAt", x."changedAt")
       FROM json_array_elements(doc->'runs') WITH ORDINALITY AS e(v, ord),
            LATERAL json_to_record(e.v) AS x("runId" text, status text,
            "startedAt" bigint, "finishedAt" bigint, error text, usage text, "sandboxKey" text,
            "detachedSince" bigint, "cancelRequested" boolean, "driverEpoch" bigint,
-           "changedAt" bigint)
+           "changedAt" bigint, "statusChangedAt" bigint)
      ORDER BY e.ord;
     INSERT INTO sandbox_persist.interrupts (interrupt_id, run_id, thread_id, status, requested_at,
                                             resolved_at, payload, response)
@@ -1130,6 +1132,75 @@ COMMENT ON FUNCTION _thread_move_imported(text) IS
     'Internal: whether an import of the thread has committed on this shard (waits for one still in flight), so a resumed move knows where it stopped.';
 COMMENT ON FUNCTION _thread_move_abort(text) IS
     'Internal: ends a move that has not been imported, on the source shard: the thread takes writes again.';
+
+-- runs: updates that can be HOT (heap-only tuples).
+-- Every write sets runs.changed_at (the server clock of the last write: the
+-- watchdog's "row activity", A4's and A6's "unchanged that long"), and
+-- runs_running and runs_terminal were keyed on it, so no update of a run could
+-- be HOT: each rewrote all six indexes. The two partial indexes are now keyed
+-- on a new column, status_changed_at, the server clock of the last change of
+-- status (set at creation and when a patch changes the status, never by a
+-- durable-field, usage, error or finishedAt patch). It is never later than
+-- changed_at, so "status_changed_at < cutoff" is a safe bound for a scan
+-- that then tests changed_at itself: A6 (maintain) walks runs_terminal in
+-- status_changed_at order, and the watchdog's invisible_run and stuck_cancel
+-- bound their runs_running scan the same way (their conditions unchanged).
+-- Existing rows take their changed_at (the latest their status can have
+-- changed); 0, the default, means "unknown, as old as possible", which keeps
+-- the bound safe for a writer that does not set it. fillfactor 90 leaves
+-- room on each page for the new version of a row, so an update stays on its
+-- page; it applies to pages written from now on.
+------------------------------------------------------------------------------
+ALTER TABLE runs ADD COLUMN status_changed_at bigint NOT NULL DEFAULT 0;
+COMMENT ON COLUMN runs.status_changed_at IS
+    'Server clock (epoch ms) of the last change of status; never later than changed_at. 0 = unknown.';
+UPDATE runs SET status_changed_at = changed_at;
+DROP INDEX runs_running;
+DROP INDEX runs_terminal;
+CREATE INDEX runs_running ON runs (status_changed_at) WHERE status = 'running';
+CREATE INDEX runs_terminal ON runs (status_changed_at)
+    WHERE status IN ('completed', 'failed', 'aborted');
+ALTER TABLE runs SET (fillfactor = 90);
+
+-- _watchdog_items keeps its signature and, like every function of the
+-- extension, SECURITY DEFINER with the pinned search_path (CREATE OR REPLACE
+-- would otherwise reset both).
+CREATE OR REPLACE FUNCTION _watchdog_items(now_ms bigint, reaper_ttl_ms bigint,
+                                           sweep_interval_ms bigint, idle_ms bigint)
+RETURNS TABLE (kind text, run_id text, detail json)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT 'reaper_missing', r.run_id, json_build_object('detachedSince', r.detached_since)
+      FROM sandbox_persist.runs r
+     WHERE reaper_ttl_ms > 0 AND sweep_interval_ms > 0
+       AND r.status = 'running' AND r.detached_since IS NOT NULL
+       AND r.detached_since < now_ms - (reaper_ttl_ms + 2 * sweep_interval_ms)
+    UNION ALL
+    SELECT 'reaper_missing', '', json_build_object('detachedRuns', count(*))
+      FROM sandbox_persist.runs r
+     WHERE sweep_interval_ms > 0 AND r.status = 'running' AND r.detached_since IS NOT NULL
+    HAVING count(*) > 0
+       AND NOT EXISTS (SELECT 1 FROM sandbox_persist.reaper_heartbeats h
+                        WHERE h.seen_at >= now_ms - 2 * sweep_interval_ms)
+    UNION ALL
+    SELECT 'invisible_run', r.run_id, NULL
+      FROM sandbox_persist.runs r
+     WHERE r.status = 'running' AND r.detached_since IS NULL
+       AND r.status_changed_at < now_ms - idle_ms AND r.changed_at < now_ms - idle_ms
+       AND NOT EXISTS (SELECT 1 FROM sandbox_persist.locks l
+                        WHERE l.lock_key = 'run-driver:' || r.run_id AND l.expires_at > now_ms)
+       AND NOT EXISTS (SELECT 1 FROM sandbox_persist.event_logs e
+                        WHERE e.run_id = r.run_id AND e.last_append_at >= now_ms - idle_ms)
+    UNION ALL
+    SELECT 'stuck_cancel', r.run_id, NULL
+      FROM sandbox_persist.runs r
+     WHERE r.status = 'running' AND r.cancel_requested
+       AND r.status_changed_at < now_ms - idle_ms AND r.changed_at < now_ms - idle_ms
+    UNION ALL
+    SELECT 'append_after_close', e.run_id,
+           json_build_object('appendsAfterClose', e.appends_after_close)
+      FROM sandbox_persist.event_logs e
+     WHERE e.appends_after_close > 0
+$$;
 
 -- Sections are added above this line, one per change, each opened by a
 -- comment block that says what it changes and why.

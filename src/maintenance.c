@@ -162,6 +162,19 @@ static SpQuery maint_run_candidates = {
 	2, {INT8OID, INT8OID}
 };
 
+/*
+ * The same for a 0.3.0 schema, where runs_terminal is keyed on
+ * status_changed_at (never later than changed_at, so the bound drops no
+ * candidate), walked in that order.
+ */
+static SpQuery maint_run_candidates_status_clock = {
+	"WITH c AS (SELECT r.run_id FROM sandbox_persist.runs r"
+	"  WHERE r.status_changed_at < $2 AND " MAINT_RUN_DELETABLE
+	"  ORDER BY r.status_changed_at LIMIT $1 FOR UPDATE SKIP LOCKED)"
+	" SELECT coalesce(array_agg(run_id), '{}') FROM c",
+	2, {INT8OID, INT8OID}
+};
+
 static SpQuery maint_run_delete = {
 	"WITH d AS (DELETE FROM sandbox_persist.runs r"
 	"  WHERE r.run_id = ANY ($1) AND " MAINT_RUN_DELETABLE " RETURNING 1)"
@@ -432,7 +445,8 @@ maintain(PG_FUNCTION_ARGS)
 				   MaintCutoffArgs(&args, SpTimeBefore(now, (int64) sp_event_log_retention_s * 1000),
 								   max_rows));
 	runs = sp_run_retention_s == 0 ? 0 :
-		MaintLockThenDelete(&maint_run_candidates, &maint_run_delete,
+		MaintLockThenDelete(RunsHaveStatusClock() ? &maint_run_candidates_status_clock
+							: &maint_run_candidates, &maint_run_delete,
 							SpTimeBefore(now, (int64) sp_run_retention_s * 1000), max_rows);
 
 	/* A7: wake the application's reaper when detached runs exist */

@@ -6,15 +6,28 @@
  * the four durable ones, and the thread and reclaim queries.
  *
  * Locking: createOrResume is insert-if-absent, then a fresh read, so two
- * concurrent callers both return the winner's row. run_update locks the run
- * row FOR UPDATE before its driverEpoch check, so the check and the write see
- * the same epoch.
+ * concurrent callers both return the winner's row. run_update first tries one
+ * UPDATE whose WHERE clause carries the driverEpoch check (the row lock it
+ * takes makes a concurrent writer re-check against the committed epoch);
+ * when that changes nothing it locks the row FOR UPDATE, so the check and the
+ * write see the same epoch, and tells a missing run from a refused epoch.
+ *
+ * Since 0.3.0 runs.status_changed_at (the clock of the last status change)
+ * keys the partial indexes that changed_at keyed before, so a patch that
+ * leaves status, detachedSince and sandboxKey alone touches no indexed column
+ * and can be a HOT update. The same library serves a database still at 0.2.0
+ * (no such column): RunsHaveStatusClock() picks the statement for the schema
+ * at hand.
  */
 #include "postgres.h"
 
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "common/int.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
 
 #include "sandbox_persist.h"
 
@@ -36,6 +49,14 @@ static SpQuery run_insert = {
 	5, {TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID}
 };
 
+/* The same, for a 0.3.0 schema: creation is the first status change. */
+static SpQuery run_insert_status_clock = {
+	"INSERT INTO sandbox_persist.runs"
+	" (run_id, thread_id, status, started_at, changed_at, status_changed_at)"
+	" VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (run_id) DO NOTHING",
+	5, {TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID}
+};
+
 static SpQuery run_select = {
 	"SELECT " RUN_COLUMNS " FROM sandbox_persist.runs WHERE run_id = $1",
 	1, {TEXTOID}
@@ -47,24 +68,64 @@ static SpQuery run_lock = {
 };
 
 /*
- * One fixed statement serves every patch: bit i of $2 says whether field i is
- * present; a present field with a NULL value clears the column.
+ * The patch statements, one per set of present fields, built and kept on
+ * first use (a handful of sets occur in practice). Field i of the patch is
+ * column run_patch_columns[i], parameter $(i + 3); a present field with a
+ * NULL value clears its column. $1 is the run id, $11 the clock; $2 (the
+ * set, as a bit mask) is not referenced. Only the present columns are
+ * assigned, so the executor builds and evaluates nothing for the others, and
+ * an indexed column nobody patched is left alone and the update can be HOT.
+ * A present driverEpoch ($10) applies only above the stored one; a patch
+ * the statement refuses (or a missing run) is sorted out under the row lock
+ * (run_update).
  */
-static SpQuery run_patch = {
-	"UPDATE sandbox_persist.runs SET"
-	" status = CASE WHEN $2 & 1 <> 0 THEN $3 ELSE status END,"
-	" finished_at = CASE WHEN $2 & 2 <> 0 THEN $4 ELSE finished_at END,"
-	" error = CASE WHEN $2 & 4 <> 0 THEN $5 ELSE error END,"
-	" usage = CASE WHEN $2 & 8 <> 0 THEN $6 ELSE usage END,"
-	" sandbox_key = CASE WHEN $2 & 16 <> 0 THEN $7 ELSE sandbox_key END,"
-	" detached_since = CASE WHEN $2 & 32 <> 0 THEN $8 ELSE detached_since END,"
-	" cancel_requested = CASE WHEN $2 & 64 <> 0 THEN $9 ELSE cancel_requested END,"
-	" driver_epoch = CASE WHEN $2 & 128 <> 0 THEN $10 ELSE driver_epoch END,"
-	" changed_at = $11"
-	" WHERE run_id = $1",
-	11, {TEXTOID, INT4OID, TEXTOID, INT8OID, JSONOID, JSONOID, TEXTOID, INT8OID,
-	BOOLOID, INT8OID, INT8OID}
+static const char *const run_patch_columns[] = {
+	"status", "finished_at", "error", "usage", "sandbox_key", "detached_since",
+	"cancel_requested", "driver_epoch"
 };
+
+#define RUN_PATCH_FIELDS lengthof(run_patch_columns)
+#define RUN_PATCH_EPOCH_BIT (1 << 7)
+
+/*
+ * The kept patch statement for `mask`; status_clock: the 0.3.0 schema, where
+ * a status that changes also sets status_changed_at.
+ */
+static SpQuery *
+RunPatchQuery(int32 mask, bool status_clock)
+{
+	static SpQuery *kept[2][1 << RUN_PATCH_FIELDS];
+	static const Oid argtypes[] = {
+		TEXTOID, INT4OID, TEXTOID, INT8OID, JSONOID, JSONOID, TEXTOID, INT8OID,
+		BOOLOID, INT8OID, INT8OID
+	};
+	SpQuery    *q = kept[status_clock][mask];
+
+	if (q == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+		StringInfoData sql;
+
+		initStringInfo(&sql);
+		appendStringInfoString(&sql, "UPDATE sandbox_persist.runs SET changed_at = $11");
+		for (int i = 0; i < RUN_PATCH_FIELDS; i++)
+			if (mask & (1 << i))
+				appendStringInfo(&sql, ", %s = $%d", run_patch_columns[i], i + 3);
+		if (status_clock && (mask & 1))
+			appendStringInfoString(&sql, ", status_changed_at = CASE WHEN status IS DISTINCT FROM $3"
+								   " THEN $11 ELSE status_changed_at END");
+		appendStringInfoString(&sql, " WHERE run_id = $1");
+		if (mask & RUN_PATCH_EPOCH_BIT)
+			appendStringInfoString(&sql, " AND ($10 IS NULL OR driver_epoch IS NULL OR driver_epoch < $10)");
+		q = palloc0(sizeof(SpQuery));
+		q->sql = sql.data;
+		q->nargs = lengthof(argtypes);
+		memcpy(q->argtypes, argtypes, sizeof(argtypes));
+		MemoryContextSwitchTo(old);
+		kept[status_clock][mask] = q;
+	}
+	return q;
+}
 
 static SpQuery run_active = {
 	"SELECT " RUN_COLUMNS " FROM sandbox_persist.runs"
@@ -110,6 +171,46 @@ RunAppendRecord(StringInfo buf, int row)
 }
 
 /*
+ * Whether sandbox_persist.runs has status_changed_at (0.3.0 and later): -1
+ * unknown, else the answer, forgotten on any relcache invalidation of that
+ * table (ALTER EXTENSION ... UPDATE adds the column; DROP EXTENSION drops
+ * the table) or of every relation, so a database updated while this backend
+ * runs is seen at its next call.
+ */
+static int	runs_status_clock = -1;
+static Oid	runs_relid = InvalidOid;
+
+/* Relcache invalidation callback: forget the answer when runs may have changed. */
+static void
+RunsForgetStatusClock(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == runs_relid)
+		runs_status_clock = -1;
+}
+
+/* Whether the runs table has the 0.3.0 status clock (cached, see above). */
+bool
+RunsHaveStatusClock(void)
+{
+	static bool registered = false;
+
+	if (runs_status_clock < 0)
+	{
+		Oid			nsp = get_namespace_oid("sandbox_persist", true);
+
+		if (!registered)
+		{
+			CacheRegisterRelcacheCallback(RunsForgetStatusClock, (Datum) 0);
+			registered = true;
+		}
+		runs_relid = OidIsValid(nsp) ? get_relname_relid("runs", nsp) : InvalidOid;
+		runs_status_clock = OidIsValid(runs_relid) &&
+			get_attnum(runs_relid, "status_changed_at") != InvalidAttrNumber;
+	}
+	return runs_status_clock == 1;
+}
+
+/*
  * run_create_or_resume(input json) -> json: insert {runId, threadId, startedAt,
  * status ?? 'running'} unless the run exists; always return the stored record,
  * never the input.
@@ -133,7 +234,8 @@ run_create_or_resume(PG_FUNCTION_ARGS)
 	SpArgInt64(&args, CheckIntJson(f[2], "startedAt", -SP_MAX_SAFE_INTEGER));
 	SpArgInt64(&args, SpNowMs(fcinfo, -1));
 
-	return SpCreateOrResume(fcinfo, &run_insert, &args, &run_select, run_id, RunAppendRecord);
+	return SpCreateOrResume(fcinfo, RunsHaveStatusClock() ? &run_insert_status_clock : &run_insert,
+							&args, &run_select, run_id, RunAppendRecord);
 }
 
 /*
@@ -155,6 +257,7 @@ run_update(PG_FUNCTION_ARGS)
 	int64		new_epoch = 0;
 	int64		old_epoch;
 	SpArgs		args;
+	SpQuery    *patch_q;
 	bool		exists;
 
 	SpJsonMembers(patch, names, lengthof(names), f, "a run patch", false,
@@ -193,7 +296,16 @@ run_update(PG_FUNCTION_ARGS)
 	}
 	SpArgInt64(&args, SpNowMs(fcinfo, -1));
 
+	patch_q = mask == 0 ? NULL : RunPatchQuery(mask, RunsHaveStatusClock());
+
 	SPI_connect();
+	/* the common case, one statement: the run exists and the epoch (if any) rises */
+	if (mask != 0 && SpExec(patch_q, &args, false, 0) == 1)
+	{
+		SPI_finish();
+		PG_RETURN_BOOL(true);
+	}
+	/* nothing applied: under the row lock, a missing run or a refused epoch? */
 	{
 		SpArgs		key;
 
@@ -206,8 +318,9 @@ run_update(PG_FUNCTION_ARGS)
 				 ("driverEpoch must increase"),
 				 "Run \"%s\" is at driverEpoch " INT64_FORMAT "; " INT64_FORMAT " is not greater.",
 				 run_id, old_epoch, new_epoch);
+	/* a concurrent write let the check pass after all: apply, under the lock */
 	if (exists && mask != 0)
-		SpExec(&run_patch, &args, false, 0);
+		SpExec(patch_q, &args, false, 0);
 	SPI_finish();
 	PG_RETURN_BOOL(exists);
 }

@@ -2,7 +2,8 @@
  * sandbox_persist.c
  *
  * Module entry point: PG_MODULE_MAGIC, the settings (all superuser-only and
- * reserved under the sandbox_persist. prefix) and the clock every store uses.
+ * reserved under the sandbox_persist. prefix), the planner hook of the kept
+ * statements (spi_util.c) and the clock every store uses.
  * No locking.
  */
 #include "postgres.h"
@@ -75,7 +76,7 @@ SpDefineSeconds(const char *name, const char *desc, const char *long_desc, int *
 
 void		_PG_init(void);
 
-/* Define the extension's settings. */
+/* Define the extension's settings and install the planner hook. */
 void
 _PG_init(void)
 {
@@ -195,6 +196,8 @@ _PG_init(void)
 					" unchanged this long is a stuck cancel.",
 					&sp_watchdog_idle_s, SP_WATCHDOG_IDLE_S_DEFAULT, 1);
 	MarkGUCPrefixReserved("sandbox_persist");
+	/* kept statements are planned without sequential scans (spi_util.c) */
+	SpPlannerInit();
 }
 
 /*

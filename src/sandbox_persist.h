@@ -282,6 +282,7 @@ extern void SpArgFloat8(SpArgs *args, double v);
 extern void SpArgBool(SpArgs *args, bool v);
 extern void SpArgNull(SpArgs *args);
 extern void SpArgDatum(SpArgs *args, Datum d);
+extern void SpPlannerInit(void);
 extern int	SpExec(SpQuery *q, SpArgs *args, bool read_only, long tcount);
 extern Portal SpOpenCursor(SpQuery *q, SpArgs *args, bool read_only);
 
@@ -352,6 +353,9 @@ extern Datum SpCreateOrResume(FunctionCallInfo fcinfo, SpQuery *insert, SpArgs *
 extern void PatchArgStatus(SpArgs *args, const SpJson *node, const char *what);
 extern void PatchArgInt(SpArgs *args, const SpJson *node, const char *field, int64 minval);
 extern void PatchArgJson(SpArgs *args, const SpJson *node, const char *field, SpJsonCheck check);
+
+/* runs.c: whether the runs table has the 0.3.0 status clock */
+extern bool RunsHaveStatusClock(void);
 
 extern char *SpGetText(int row, int col);
 extern bool SpGetInt64(int row, int col, int64 *out);

@@ -141,7 +141,7 @@ while IFS=$'\t' read -r plot sync; do
             print "set xlabel \"" xl "\""; print "set ylabel \"" yl "\""
             print "set key outside right top"; print "set grid"
             if (logx == 1) { print "set logscale x"; print "set format x \"10^%T\"" }
-            print "set offsets graph 0.03, graph 0.03, graph 0.05, 0"
+            print "set autoscale xfix"; print "set offsets graph 0.04, graph 0.04, graph 0.05, 0"
             print "set yrange [0:*]"
             printf "plot "
             for (i = 1; i <= n; i++) {

@@ -161,30 +161,51 @@ done <<<"$plots"
     echo
     cat "$RESULTS/run.txt"
     echo
-    echo "Legend: medians; ratio = ours / baseline (\"better\" when it points the good way: lower time, higher" \
-        "throughput); commits/op = writing commits per operation, ours / baseline (measured: transaction ids" \
-        "drawn; with synchronous_commit on each one waits for a WAL flush); sync = synchronous_commit."
+    echo "Legend: medians. One line per workload, metric and synchronous_commit setting (sync); each" \
+        "baseline column gives the baseline's figure and, in parentheses, the ratio ours / baseline, in bold" \
+        "when ours is better (lower time, higher throughput: the metric says which). commits/op: writing" \
+        "commits per operation, ours / each baseline in column order (measured as transaction ids drawn; with" \
+        "synchronous_commit on each one waits for a WAL flush). Every suite's exact lines are in raw.tsv."
     awk -F'\t' '
-        function fmt(v) { if (v == "" || v == "-") return "-"; if (v + 0 == v && v != int(v)) return sprintf("%.4g", v); return v }
+        function fmt(v) {
+            if (v == "" || v == "-") return "-"
+            if (v + 0 == v && (v >= 1000 || v <= -1000)) return sprintf("%.0f", v)
+            if (v + 0 == v && v != int(v)) return sprintf("%.4g", v)
+            return v }
         $3 == "row" {
             sec = $4
             if (!(sec in seen)) { seen[sec] = ++ns; order[ns] = sec }
-            # rows grouped by workload (first appearance), the sync-on run after the off one
-            wk = sec SUBSEP $5
-            if (!(wk in wseen)) { wseen[wk] = ++nw[sec]; word[sec, nw[sec]] = wk }
-            verdict = ""
-            if ($10 != "" && $10 + 0 == $10) verdict = (($11 == "lower" && $10 <= 1) || ($11 == "higher" && $10 >= 1)) ? " better" : " worse"
-            c = "-"
-            if (NF >= 12) c = fmt($12) " / " (NF >= 13 ? fmt($13) : "-")
-            line[wk] = line[wk] "| " $5 " | " $6 " | " $2 " | " fmt($7) " | " $8 " | " fmt($9) " | " fmt($10) verdict " | " c " |\n"
+            # one line per (workload, metric, sync): grouped by workload and
+            # metric in order of first appearance, the sync-on line after the off one
+            w = sec SUBSEP $5 SUBSEP $6
+            if (!(w in wseen)) { wseen[w] = ++nw[sec]; wkey[sec, nw[sec]] = w }
+            k = w SUBSEP $2
+            if (!(k in kseen)) { kseen[k] = ++nk[w]; key[w, nk[w]] = k
+                                 wl[k] = $5; me[k] = $6 ", " $11; sy[k] = $2; ours[k] = fmt($7) }
+            if (!((sec, $8) in bseen)) { bseen[sec, $8] = ++nb[sec]; bname[sec, nb[sec]] = $8 }
+            better = ($10 + 0 == $10) && (($11 == "lower" && $10 < 1) || ($11 == "higher" && $10 > 1))
+            r = fmt($10); if (better) r = "**" r "**"
+            cell[k, $8] = fmt($9) " (" r ")"
+            if (NF >= 12) { co[k] = fmt($12); cb[k, $8] = (NF >= 13 ? fmt($13) : "-") }
         }
         END {
             for (i = 1; i <= ns; i++) {
                 s = order[i]
                 print "\n## " s "\n"
-                print "| workload | metric | sync | ours | baseline | baseline value | ratio | commits/op |"
-                print "| --- | --- | --- | --- | --- | --- | --- | --- |"
-                for (j = 1; j <= nw[s]; j++) printf "%s", line[word[s, j]]
+                h = "| workload | metric | sync | ours |"; d = "| --- | --- | --- | --- |"
+                for (j = 1; j <= nb[s]; j++) { h = h " " bname[s, j] " |"; d = d " --- |" }
+                print h " commits/op |"; print d " --- |"
+                for (q = 1; q <= nw[s]; q++) for (j = 1; j <= nk[wkey[s, q]]; j++) {
+                    k = key[wkey[s, q], j]
+                    l = "| " wl[k] " | " me[k] " | " sy[k] " | " ours[k] " |"
+                    c = (k in co) ? co[k] " /" : ""
+                    for (m = 1; m <= nb[s]; m++) {
+                        b = bname[s, m]
+                        l = l " " (((k, b) in cell) ? cell[k, b] : "") " |"
+                        if (k in co) c = c (m > 1 ? "," : "") " " (((k, b) in cb) ? cb[k, b] : "-")
+                    }
+                    print l " " (c == "" ? "-" : c) " |"
+                }
             }
         }' "$RAW"
     if grep -qP '^[^\t]*\t[^\t]*\tfact\t' "$RAW"; then

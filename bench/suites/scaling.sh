@@ -116,11 +116,11 @@ for spec in "${METHODS[@]}"; do
     # the same growth of a plain primary-key statement: how much of it is the
     # table size itself (and the machine's mood) rather than our method
     case $m in floor_*) continue ;; esac
-    if [ "$plot" = scaling_reads ]; then f=floor_select; fl="floor: single-row SELECT"; else f=floor_upsert; fl="floor: single-row upsert"; fi
+    if [ "$plot" = scaling_reads ]; then f=floor_select; else f=floor_upsert; fi
     [ -n "${T[$f,$first]:-}" ] && [ -n "${T[$f,$last]:-}" ] || continue
     g=$(ratio "${T[$m,$last]}" "${T[$m,$first]}")
     gf=$(ratio "${T[$f,$last]}" "${T[$f,$first]}")
-    echo -e "row\tScaling with table size\t$label\tgrowth $first to $last rows (x)\t$g\t$fl, its growth\t$gf\t$(ratio "$g" "$gf")\tlower"
+    echo -e "row\tScaling with table size\t$label\tgrowth $first to $last rows (x)\t$g\tthe floor's growth (SELECT for reads, upsert for writes)\t$gf\t$(ratio "$g" "$gf")\tlower"
 done
 say "scaling: done"
 exit $status

@@ -173,7 +173,7 @@ done <<<"$plots"
             if (v + 0 == v && v != int(v)) return sprintf("%.4g", v)
             return v }
         $3 == "row" {
-            sec = $4
+            sec = $4 " (`" $1 ".sh`)"
             if (!(sec in seen)) { seen[sec] = ++ns; order[ns] = sec }
             # one line per (workload, metric, sync): grouped by workload and
             # metric in order of first appearance, the sync-on line after the off one

@@ -208,7 +208,7 @@ done <<<"$plots"
                 }
             }
         }' "$RAW"
-    if grep -qP '^[^\t]*\t[^\t]*\tfact\t' "$RAW"; then
+    if awk -F'\t' '$3 == "fact" && $4 != "sync_sensitive"' "$RAW" | grep -q .; then
         echo
         echo "## Facts"
         echo

@@ -557,7 +557,9 @@ CREATE FUNCTION blob_head(blob_key text) RETURNS json LANGUAGE plpgsql AS $$
 DECLARE
     b sandbox_persist.blobs;
     now bigint := now_ms();
-    grace bigint := 3600000;
+    -- the extension's setting (its library may not be loaded yet in this session)
+    grace bigint := coalesce(extract(epoch FROM current_setting('sandbox_persist.blob_gc_grace', true)::interval) * 1000,
+                             86400000);
 BEGIN
     PERFORM check_id(blob_key, 'blob key', 2048);
     SELECT * INTO b FROM sandbox_persist.blobs x WHERE x.blob_key = blob_head.blob_key;

@@ -14,13 +14,16 @@
 # (acquire, head, append, release), fork (acquire, fork, release), and the hot
 # shared keys: 4 clients asking blob_head for one content-addressed key, and 4
 # clients running checkpoint cycles on their own threads whose files all name
-# the same 11 blob keys.
+# the same 10 blob keys.
 #
 # Prints rows (ms/op, lower is better; ops/s for the 4-client workloads,
-# higher is better) with commits/op measured in pg_stat_database for ours and
-# the baseline. Median of BENCH_REPS (3) runs of BENCH_SECONDS (2) each, the
-# variants in a rotating order; QUICK=1: 3 runs of BENCH_TXNS (60)
-# transactions per client. Works in its own database, dropped at the end.
+# higher is better) with the writing commits per operation (transaction ids
+# drawn) of ours and of the baseline. Median of BENCH_REPS (3) runs of
+# BENCH_SECONDS (1) each, the variants in a rotating order; QUICK=1: 3 runs of
+# BENCH_TXNS (150) transactions per client. With BENCH_SYNC=on the read-only
+# workloads are skipped (they commit nothing). Works in its own database,
+# dropped at the end; it checks at the end that what every variant wrote reads
+# back consistently through the API.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -97,7 +100,7 @@ measure() {
             for i in $(seq 0 $((c - 1))); do
                 val "SELECT sandbox_persist.event_log_append('$run-$i', '[{\"type\":\"RUN_STARTED\"}]')" >/dev/null
             done
-            args+=(-D "run=$run" -D "pid=$pid" -D "chunks=[$chunk]" -D "chunk=$chunk" -D "lid=$((rep * 10 + ${#v}))")
+            args+=(-D "run=$run" -D "pid=$pid" -D "chunks=[$chunk]" -D "chunk=$chunk" -D "lid=$((rep * 10 + ${#v}))")   # the floor's log: one per run (variant names differ in length)
             ;;
     esac
     pgb "$W/$w.$v.pgbench" "$c" "${args[@]}" || return 1

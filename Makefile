@@ -3,6 +3,7 @@
 #   make test   the same set-up, then every suite (short modes of torture and fuzz)
 #   make test-matrix  the suites against PostgreSQL 17 and 18 in Debian chroots (root)
 #   make torture  the long reliability runs: crash cycles, 10^5 fuzz inputs, valgrind
+#   make bench  benchmarks against baselines into bench/results/ (QUICK=1: a short run)
 
 EXTENSION   = sandbox_persist
 MODULE_big  = sandbox_persist
@@ -62,7 +63,7 @@ include $(PGXS)
 # changed struct or constant never leaves a stale object behind.
 $(OBJS): $(wildcard src/*.h)
 
-.PHONY: deps run stop test test-matrix test-shards torture
+.PHONY: deps run stop test test-matrix test-shards torture bench
 deps:
 	bash scripts/deps.sh
 run:
@@ -77,3 +78,5 @@ test-shards:
 	SANDBOX_PERSIST_SUITES=shards bash scripts/test.sh
 torture:
 	bash scripts/torture.sh
+bench:
+	bash scripts/bench.sh

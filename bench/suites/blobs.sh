@@ -21,6 +21,9 @@
 # database (sp_bench_suite_blobs), dropped at the end. Needs a superuser
 # (pg_read_binary_file, TRUNCATE of the extension's tables).
 set -euo pipefail
+# Every variant commits once per object, so the flush adds the same to each:
+# measured with synchronous_commit off only (make bench's sync_sensitive fact).
+printf 'fact\tsync_sensitive\tno\n'
 
 DB=sp_bench_suite_blobs
 ADMIN_DB=${PGDATABASE:-postgres}

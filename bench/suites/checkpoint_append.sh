@@ -26,6 +26,9 @@
 # Environment: PGHOST/PGPORT/PGUSER/PGDATABASE (a superuser), QUICK=1,
 # BENCH_SYNC=on|off (synchronous_commit, default off).
 set -euo pipefail
+# Both designs commit once per append; what differs is the work per append:
+# measured with synchronous_commit off only (make bench's sync_sensitive fact).
+printf 'fact\tsync_sensitive\tno\n'
 
 ADMIN_DB=${PGDATABASE:-postgres}
 BENCH_DB=sp_bench_checkpoint_append

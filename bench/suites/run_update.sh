@@ -26,6 +26,9 @@
 # synchronous_commit (default off). Works in its own database
 # (sp_bench_suite_run_update), dropped at the end. Needs a superuser.
 set -euo pipefail
+# The target is defined with synchronous_commit off (2 clients): measured
+# that way only (make bench's sync_sensitive fact).
+printf 'fact\tsync_sensitive\tno\n'
 
 DB=sp_bench_suite_run_update
 ADMIN_DB=${PGDATABASE:-postgres}

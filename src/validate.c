@@ -151,7 +151,14 @@ SpRaiseCheckpoint(const SpProblem *p, bool identifier)
 			 "%s %s.", p->field, SpProblemPhrase(p));
 }
 
-static void SpCheckFail(SpCheckPolicy policy, const SpProblem *p) pg_attribute_noreturn();
+/* PostgreSQL 18 spells "never returns" as a prefix, earlier majors as an attribute. */
+#ifdef pg_noreturn
+#define SP_NORETURN pg_noreturn
+#else
+#define SP_NORETURN pg_attribute_noreturn()
+#endif
+
+static SP_NORETURN void SpCheckFail(SpCheckPolicy policy, const SpProblem *p);
 
 /* Raise the error `policy` gives for problem p. */
 static void

@@ -408,18 +408,50 @@ BEGIN
     RETURN keys;
 END $$;
 
--- Store the conversation's messages once per thread; their ids in order.
-CREATE FUNCTION store_conversation(thread text, conversation json) RETURNS bigint[] LANGUAGE plpgsql AS $$
+-- Store a checkpoint's conversation in the thread's conversation log (the
+-- 0.3.0 layout): when it extends the parent's (same digest over the parent's
+-- length), keep the parent's ranges and log only the tail, else log it all as
+-- a block of its own; each distinct message is stored once per thread. The
+-- caller holds the thread row.
+CREATE FUNCTION store_conversation(thread text, parent text, conversation json,
+                                   OUT ranges int8multirange, OUT block int8range,
+                                   OUT len integer, OUT digest bytea) LANGUAGE plpgsql AS $$
+DECLARE
+    bodies text[];
+    hashes bytea[];
+    from_ord integer := 0;
+    log_end bigint;
+    p sandbox_persist.checkpoints;
 BEGIN
+    SELECT coalesce(array_agg(e.v::text ORDER BY e.ord), '{}'),
+           coalesce(array_agg(sha256(convert_to(e.v::text, 'UTF8')) ORDER BY e.ord), '{}')
+      INTO bodies, hashes
+      FROM json_array_elements(conversation) WITH ORDINALITY AS e(v, ord);
+    len := cardinality(hashes);
+    digest := sha256(coalesce((SELECT string_agg(h, ''::bytea ORDER BY i)
+                                 FROM unnest(hashes) WITH ORDINALITY AS u(h, i)), ''::bytea));
+    SELECT t.conv_log_end INTO log_end FROM sandbox_persist.checkpoint_threads t WHERE t.thread_id = thread;
+    IF parent IS NOT NULL THEN
+        SELECT * INTO p FROM sandbox_persist.checkpoints c WHERE c.checkpoint_id = parent;
+        IF FOUND AND p.conv_len <= len AND p.conv_digest =
+               sha256(coalesce((SELECT string_agg(h, ''::bytea ORDER BY i)
+                                  FROM unnest(hashes[1:p.conv_len]) WITH ORDINALITY AS u(h, i)), ''::bytea)) THEN
+            from_ord := p.conv_len;
+            ranges := p.conv_ranges;
+        END IF;
+    END IF;
     INSERT INTO sandbox_persist.conversation_messages (thread_id, hash, body)
-    SELECT DISTINCT ON (h) thread, h, b
-      FROM (SELECT m::text AS b, sha256(convert_to(m::text, 'UTF8')) AS h
-              FROM json_array_elements(conversation) AS m) s
+    SELECT DISTINCT ON (u.h) thread, u.h, u.b
+      FROM unnest(bodies[from_ord + 1:], hashes[from_ord + 1:]) AS u(b, h)
     ON CONFLICT (thread_id, hash) DO NOTHING;
-    RETURN (SELECT coalesce(array_agg(c.message_id ORDER BY m.ord), '{}')
-              FROM json_array_elements(conversation) WITH ORDINALITY AS m(v, ord)
-              JOIN sandbox_persist.conversation_messages c
-                ON c.thread_id = thread AND c.hash = sha256(convert_to(m.v::text, 'UTF8')));
+    INSERT INTO sandbox_persist.conversation_log (thread_id, pos, message_id)
+    SELECT thread, log_end + u.i - 1, c.message_id
+      FROM unnest(hashes[from_ord + 1:]) WITH ORDINALITY AS u(h, i)
+      JOIN sandbox_persist.conversation_messages c ON c.thread_id = thread AND c.hash = u.h;
+    block := int8range(log_end, log_end + len - from_ord);
+    ranges := coalesce(ranges, '{}'::int8multirange) + int8multirange(block);
+    UPDATE sandbox_persist.checkpoint_threads t SET conv_log_end = log_end + len - from_ord
+     WHERE t.thread_id = thread;
 END $$;
 
 -- checkpoint_append: the contract's check order (§4), then publish.
@@ -471,10 +503,11 @@ BEGIN
         RAISE EXCEPTION 'the parent differs from the expected head' USING ERRCODE = 'SP002';
     END IF;
     INSERT INTO sandbox_persist.checkpoints (checkpoint_id, thread_id, parent_id, created_at, reason, label,
-                source_run_id, files, artifacts, conversation)
-    VALUES (id, thread, parent, (cp ->> 'createdAt')::float8, cp ->> 'reason', opt_string(cp -> 'label', 'label'),
-            opt_string(cp -> 'sourceRunId', 'sourceRunId'), cp -> 'files', cp -> 'artifacts',
-            store_conversation(thread, conversation));
+                source_run_id, files, artifacts, conv_ranges, conv_block, conv_len, conv_digest)
+    SELECT id, thread, parent, (cp ->> 'createdAt')::float8, cp ->> 'reason', opt_string(cp -> 'label', 'label'),
+           opt_string(cp -> 'sourceRunId', 'sourceRunId'), cp -> 'files', cp -> 'artifacts',
+           v.ranges, v.block, v.len, v.digest
+      FROM store_conversation(thread, parent, conversation) v;
     INSERT INTO sandbox_persist.checkpoint_blob_refs (checkpoint_id, blob_key)
     SELECT DISTINCT id, k FROM unnest(keys) k;
     UPDATE sandbox_persist.checkpoint_threads SET head_id = id WHERE thread_id = thread;
@@ -534,13 +567,19 @@ BEGIN
          WHERE r.checkpoint_id = src_id AND r.blob_key = ANY (keys)) <> cardinality(keys) THEN
         RAISE EXCEPTION 'the source references are incomplete' USING ERRCODE = 'SP008';
     END IF;
+    -- the source's conversation, read from its log ranges; the root gets its own copy
     INSERT INTO sandbox_persist.messages (thread_id, transcript, updated_at)
-    SELECT dst_thread, ('[' || coalesce(string_agg(m.body, ',' ORDER BY u.ord), '') || ']')::json, now_ms()
-      FROM unnest(src.conversation) WITH ORDINALITY AS u(id, ord)
-      JOIN sandbox_persist.conversation_messages m ON m.message_id = u.id;
+    SELECT dst_thread, ('[' || coalesce(string_agg(m.body, ',' ORDER BY l.pos), '') || ']')::json, now_ms()
+      FROM unnest(src.conv_ranges) AS r(rg)
+      JOIN sandbox_persist.conversation_log l
+        ON l.thread_id = src.thread_id AND l.pos >= lower(r.rg) AND l.pos < upper(r.rg)
+      JOIN sandbox_persist.conversation_messages m ON m.message_id = l.message_id;
     INSERT INTO sandbox_persist.checkpoints (checkpoint_id, thread_id, parent_id, created_at, reason, files,
-                artifacts, conversation)
-    VALUES (dst_id, dst_thread, NULL, created, 'fork-root', src.files, src.artifacts, src.conversation);
+                artifacts, conv_ranges, conv_block, conv_len, conv_digest)
+    SELECT dst_id, dst_thread, NULL, created, 'fork-root', src.files, src.artifacts,
+           v.ranges, v.block, v.len, v.digest
+      FROM store_conversation(dst_thread, NULL,
+                              (SELECT transcript FROM sandbox_persist.messages WHERE thread_id = dst_thread)) v;
     INSERT INTO sandbox_persist.checkpoint_blob_refs (checkpoint_id, blob_key) SELECT dst_id, k FROM unnest(keys) k;
     UPDATE sandbox_persist.checkpoint_threads SET head_id = dst_id WHERE thread_id = dst_thread;
     RETURN json_build_object('checkpoint', json_build_object('id', dst_id, 'threadId', dst_thread,

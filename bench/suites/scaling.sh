@@ -29,7 +29,8 @@ bench_db sp_bench_scaling
 q >/dev/null <<'SQL'
 CREATE SCHEMA bench_floor;
 CREATE TABLE bench_floor.kv (k text COLLATE "C" PRIMARY KEY, v text);
--- the conversation every loaded checkpoint refers to (6 messages of one thread)
+-- the six messages every loaded checkpoint's conversation names (through its
+-- thread's conversation log, filled by grow)
 INSERT INTO sandbox_persist.conversation_messages (thread_id, hash, body)
 SELECT 'scale-thread', sha256(convert_to(b, 'UTF8')), b
   FROM (SELECT format('{"id":"m%s","role":"user","parts":[{"type":"text","content":"%s"}]}', i, repeat('lorem ipsum ', 20)) AS b
@@ -49,11 +50,19 @@ INSERT INTO bench_floor.kv SELECT 'inst-' || i, 'sbx-' || i FROM generate_series
 INSERT INTO sandbox_persist.runs (run_id, thread_id, status, started_at, changed_at)
 SELECT 'run-' || i, 'thread-' || (i / 10), 'running', 1767225600000 + i, 1767225600000 + i
   FROM generate_series($a, $b) i;
-INSERT INTO sandbox_persist.checkpoints (checkpoint_id, thread_id, parent_id, created_at, reason, files, artifacts, conversation)
+-- each checkpoint thread's conversation log: the six messages at positions 0-5
+INSERT INTO sandbox_persist.conversation_log (thread_id, pos, message_id)
+SELECT 'scale-thread-' || t, m.ord - 1, m.message_id
+  FROM generate_series($a / 100, $b / 100) t,
+       (SELECT message_id, row_number() OVER (ORDER BY message_id) AS ord
+          FROM sandbox_persist.conversation_messages WHERE thread_id = 'scale-thread') m
+ON CONFLICT DO NOTHING;
+INSERT INTO sandbox_persist.checkpoints (checkpoint_id, thread_id, parent_id, created_at, reason, files, artifacts,
+                                         conv_ranges, conv_block, conv_len, conv_digest)
 SELECT 'cp-' || i, 'scale-thread-' || (i / 100), NULL, i, 'automatic',
        format('[{"path":"src/f%s.ts","kind":"file","blobKey":"sandbox-files/sha256/%s","size":%s}]',
               i, encode(sha256(convert_to(i::text, 'UTF8')), 'hex'), i)::json,
-       '[]'::json, (SELECT array_agg(message_id ORDER BY message_id) FROM sandbox_persist.conversation_messages)
+       '[]'::json, '{[0,6)}', 'empty', 6, '\\x00'::bytea
   FROM generate_series($a, $b) i;
 INSERT INTO sandbox_persist.event_log_entries (log_id, seq, chunk)
 SELECT l.log_id, i, format('{"type":"TEXT_MESSAGE_CONTENT","messageId":"msg-%s","delta":"%s"}', i / 50, repeat(md5(i::text), 3))::json

@@ -624,10 +624,12 @@ SELECT pg_catalog.pg_extension_config_dump('thread_moves', '');
 
 -- The write guard of a moving thread (src/thread_moves.c), a row trigger on
 -- every table a thread owns. Every writer of a thread-owned row first takes a
--- shared transaction-level advisory lock on the thread (class 5314, key
--- hashtext(thread_id)); _thread_move_begin takes it exclusively before it
--- marks the thread, so it waits for writes already past this check and every
--- later write sees the mark, read with a fresh snapshot. 'dropping' is never
+-- shared transaction-level advisory lock on the thread's bucket (class 5316,
+-- key hashtext(thread_id) & 255: a bulk write over many threads holds at most
+-- 256 of them, never enough to exhaust the lock table); _thread_move_begin
+-- takes it exclusively before it marks the thread, so it waits for writes
+-- already past this check and every later write sees the mark, read with a
+-- fresh snapshot. 'dropping' is never
 -- committed, so only _thread_drop's own deletes pass. Deletes by maintenance
 -- (run retention) are not guarded: they remove nothing a reader of the moved
 -- thread could miss, and a refusal would fail the whole maintenance call.
@@ -724,6 +726,8 @@ BEGIN
                   DETAIL = format('It has %s UTF-8 bytes; the limit is 1024.', octet_length(thread_id));
     END IF;
     PERFORM pg_catalog.pg_advisory_xact_lock(5314, pg_catalog.hashtext(thread_id));
+    -- the write guard's bucket (src/thread_moves.c), exclusively
+    PERFORM pg_catalog.pg_advisory_xact_lock(5316, pg_catalog.hashtext(thread_id) & 255);
     SELECT * INTO m FROM sandbox_persist.thread_moves t WHERE t.thread_id = _thread_move_begin.thread_id;
     IF NOT FOUND THEN
         INSERT INTO sandbox_persist.thread_moves VALUES
@@ -872,7 +876,7 @@ BEGIN
             USING ERRCODE = 'string_data_right_truncation',
                   DETAIL = format('It has %s UTF-8 bytes; the limit is 1024.', octet_length(t));
     END IF;
-    -- The move lock (the write guard's advisory lock, exclusively) serialises
+    -- The move lock (class 5314, per thread, exclusively) serialises
     -- two imports of one thread and lets _thread_move_imported wait for an
     -- import still in flight before it answers.
     PERFORM pg_catalog.pg_advisory_xact_lock(5314, pg_catalog.hashtext(t));

@@ -9,11 +9,14 @@
  * 0.2.0--0.3.0 script.
  *
  * Locking: before reading the mark, every guarded write takes a shared
- * transaction-level advisory lock on its thread (class 5314, key
- * hashtext(thread_id)); _thread_move_begin takes the same lock exclusively
- * before it marks the thread, so it waits for the writes already past this
- * check, and every later write sees the mark (each SPI statement takes a new
- * snapshot). C rather than PL/pgSQL: the guard runs once per written row of
+ * transaction-level advisory lock on its thread's bucket (class 5316, key
+ * hashtext(thread_id) & 255); _thread_move_begin takes the same lock
+ * exclusively before it marks the thread, so it waits for the writes already
+ * past this check, and every later write sees the mark (each SPI statement
+ * takes a new snapshot). Buckets, not threads: a transaction that writes rows
+ * of many threads (a bulk load, a migration) holds at most 256 such locks, so
+ * it cannot exhaust the lock table; a move waits for the writes of 1/256 of
+ * the threads. C rather than PL/pgSQL: the guard runs once per written row of
  * the hottest paths (transcript saves, event log appends), where a PL/pgSQL
  * call cost a measurable share of the write.
  */
@@ -29,8 +32,9 @@
 
 PG_FUNCTION_INFO_V1(_thread_write_guard);
 
-/* The advisory lock class shared with _thread_move_begin and _thread_import. */
-#define THREAD_MOVE_LOCK_CLASS 5314
+/* The advisory lock class and bucket mask shared with _thread_move_begin. */
+#define THREAD_MOVE_GUARD_CLASS 5316
+#define THREAD_MOVE_GUARD_BUCKETS 256
 
 static SpQuery guard_mark = {
 	"SELECT state, peer_shard::text FROM sandbox_persist.thread_moves"
@@ -56,7 +60,8 @@ ThreadMoveCheck(const char *thread_id)
 	key = DatumGetInt32(DirectFunctionCall1Coll(hashtext, C_COLLATION_OID,
 												CStringGetTextDatum(thread_id)));
 	DirectFunctionCall2(pg_advisory_xact_lock_shared_int4,
-						Int32GetDatum(THREAD_MOVE_LOCK_CLASS), Int32GetDatum(key));
+						Int32GetDatum(THREAD_MOVE_GUARD_CLASS),
+						Int32GetDatum(key & (THREAD_MOVE_GUARD_BUCKETS - 1)));
 	SpArgsInit(&args);
 	SpArgText(&args, thread_id);
 	if (SpExec(&guard_mark, &args, false, 1) == 0)

@@ -7,7 +7,7 @@
 -- Cases: XF1 (F1 through the import), XF3-XF10 (F3-F10 with the source given
 -- as data), XS3 (S3), XB1-XB3 (blobs on the destination), XM1-XM9 (moves).
 BEGIN;
-SELECT plan(71);
+SELECT plan(73);
 SELECT sandbox_persist._reset_for_tests();
 
 -- 'SQLSTATE CODE_NAME' of the error a statement raises ('no error' if none).
@@ -321,6 +321,19 @@ SELECT is(pg_temp.sp(format($$SELECT sandbox_persist.checkpoint_append(json_buil
           'no error', 'XM9 the moved lease keeps working after the move');
 SELECT is(left(pg_temp.sp($$SELECT sandbox_persist._thread_import('src', 1, (SELECT d FROM doc))$$), 5), '55000',
           'XM9 an import over existing state is refused');
+
+-- XM10: the write guard locks buckets, not threads: one transaction writing
+-- rows of 5 000 threads holds at most 256 guard locks (one per thread would
+-- exhaust the lock table of a default server at about 6 400).
+CREATE TEMP TABLE xm10_before ON COMMIT DROP AS
+    SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+SELECT lives_ok($$INSERT INTO sandbox_persist.runs (run_id, thread_id, status, started_at, changed_at)
+                  SELECT 'xm10-run-' || i, 'xm10-thread-' || i, 'running', 1767225600000, 1767225600000
+                    FROM generate_series(1, 5000) i$$,
+    'XM10 a transaction writes runs of 5 000 threads');
+SELECT cmp_ok((SELECT count(*)::int FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid())
+              - (SELECT n FROM xm10_before), '<=', 256,
+    'XM10.1 and takes at most 256 more advisory locks (the write guard''s buckets)');
 
 SELECT * FROM finish();
 ROLLBACK;

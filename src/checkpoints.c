@@ -316,6 +316,16 @@ CkptStoreIdArray(const char *thread_id, const ConvMessages *msgs)
 	return SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 }
 
+/* Raise WRITER_LOST unless the writer belongs to the thread the call writes. */
+static void
+CkptRequireWriterThread(const char *writer_thread, const char *thread_id)
+{
+	if (strcmp(writer_thread, thread_id) != 0)
+		sp_error(SP_SNAPSHOT_WRITER_LOST,
+				 ("checkpoint writer lease lost"),
+				 "The writer belongs to thread \"%s\", not \"%s\".", writer_thread, thread_id);
+}
+
 /*
  * checkpoint_append(input json, conversation json, now_ms bigint) -> json
  * {headId}. input = {checkpoint, expectedHeadId, writer}. Checks run in the
@@ -368,10 +378,7 @@ CkptAppend(FunctionCallInfo fcinfo, CkptLayout layout)
 		parent_id = CkptCheckId(c[2], "checkpoint.parentCheckpointId");
 
 	/* 2. the writer must belong to the checkpoint's thread */
-	if (strcmp(writer_thread, thread_id) != 0)
-		sp_error(SP_SNAPSHOT_WRITER_LOST,
-				 ("checkpoint writer lease lost"),
-				 "The writer belongs to thread \"%s\", not \"%s\".", writer_thread, thread_id);
+	CkptRequireWriterThread(writer_thread, thread_id);
 
 	/* 3. entries: unknown keys first, then each field */
 	CkptMembers(input, top_names, lengthof(top_names), top, "checkpoint append input");
@@ -503,10 +510,7 @@ CkptDeleteHead(FunctionCallInfo fcinfo, CkptLayout layout)
 	thread_id = CkptCheckId(m[0], "threadId");
 	checkpoint_id = CkptCheckId(m[1], "checkpointId");
 	writer_thread = CkptReadWriterThread(m[2]);
-	if (strcmp(writer_thread, thread_id) != 0)
-		sp_error(SP_SNAPSHOT_WRITER_LOST,
-				 ("checkpoint writer lease lost"),
-				 "The writer belongs to thread \"%s\", not \"%s\".", writer_thread, thread_id);
+	CkptRequireWriterThread(writer_thread, thread_id);
 	CkptMembers(input, names, lengthof(names), m, "checkpoint deleteHead input");
 	CkptReadWriterLease(m[2], &writer);
 	(void) SpNowMs(fcinfo, 1);	/* refuse a disallowed clock before locking */

@@ -34,6 +34,7 @@ OBJS = \
 	src/blob_uploads.o \
 	src/claims.o \
 	src/locks.o \
+	src/takeovers.o \
 	src/event_log.o \
 	src/maintenance.o
 

@@ -111,4 +111,9 @@
 #define SP_CHUNK_RUN_ERROR "RUN_ERROR"
 #define SP_PRODUCER_LOST_CODE "PRODUCER_LOST"
 
+/* ---- what a lease takeover took (lease_takeovers.kind, the metric's label) ---- */
+
+#define SP_TAKEOVER_CHECKPOINT_WRITER "checkpoint_writer"
+#define SP_TAKEOVER_LOCK "lock"
+
 #endif							/* SANDBOX_PERSIST_CONTRACT_H */

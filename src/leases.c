@@ -179,9 +179,20 @@ checkpoint_acquire_writer(PG_FUNCTION_ARGS)
 	StringInfoData buf;
 	SpArgs		args;
 	int64		fence = 0;
+	char	   *token = NULL;
 	bool		first = true;
+	bool		held;
 
 	SPI_connect();
+	/*
+	 * Lock the row first to learn whether a holder is recorded: granted over
+	 * one, the acquire is a takeover of an expired lease (counted). The
+	 * acquire below would wait for this row lock anyway.
+	 */
+	SpArgsInit(&args);
+	SpArgText(&args, thread_id);
+	held = SpExec(&ckpt_lock_thread, &args, false, 0) == 1 &&
+		!SpIsNull(0, THREAD_COL_OWNER_TOKEN);
 	SpArgsInit(&args);
 	SpArgText(&args, thread_id);
 	SpArgInt64(&args, now);
@@ -190,14 +201,20 @@ checkpoint_acquire_writer(PG_FUNCTION_ARGS)
 		sp_error(SP_SNAPSHOT_WRITER_CONFLICT,
 				 ("checkpoint writer lease is held"),
 				 "Thread \"%s\" has an unexpired writer lease.", thread_id);
+	/* the result outlives SPI_finish; read it before counting runs a statement */
 	spi = MemoryContextSwitchTo(outer);
 	SpGetInt64(0, LEASE_COL_FENCE, &fence);
+	token = SpGetText(0, LEASE_COL_OWNER_TOKEN);
+	MemoryContextSwitchTo(spi);
+	if (held)
+		TakeoverCount(SP_TAKEOVER_CHECKPOINT_WRITER);
+	spi = MemoryContextSwitchTo(outer);
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '{');
 	SpAppendKey(&buf, &first, "threadId");
 	SpAppendString(&buf, thread_id);
 	SpAppendKey(&buf, &first, "ownerToken");
-	SpAppendString(&buf, SpGetText(0, LEASE_COL_OWNER_TOKEN));
+	SpAppendString(&buf, token);
 	SpAppendKey(&buf, &first, "fence");
 	SpAppendInt64(&buf, fence);
 	SpAppendKey(&buf, &first, "expiresAt");

@@ -208,12 +208,14 @@ lock_acquire(PG_FUNCTION_ARGS)
 	char	   *token = NULL;
 	bool		first = true;
 	bool		granted;
+	bool		held;
 
 	(void) LockClock(fcinfo, 1, 2, &expires);	/* refuse bad input before locking */
 	SPI_connect();
 	SpArgsInit(&args);
 	SpArgText(&args, key);
-	SpExec(&lock_hold, &args, false, 0);
+	/* a row to lock is an expired lease not yet purged: granting it is a takeover */
+	held = SpExec(&lock_hold, &args, false, 0) == 1;
 	now = LockClock(fcinfo, 1, 2, &expires);
 	SpArgsInit(&args);
 	SpArgText(&args, key);
@@ -235,6 +237,8 @@ lock_acquire(PG_FUNCTION_ARGS)
 		token = SpGetText(0, SpColumn("owner_token"));
 		SpGetInt64(0, SpColumn("fence"), &fence);
 		MemoryContextSwitchTo(spi);
+		if (held)
+			TakeoverCount(SP_TAKEOVER_LOCK);
 	}
 	SPI_finish();
 	if (!granted)

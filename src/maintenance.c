@@ -32,6 +32,7 @@
 #include "commands/async.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/timestamp.h"
 
 #include "sandbox_persist.h"
 #include "blobs.h"
@@ -41,6 +42,7 @@ PG_FUNCTION_INFO_V1(maintain);
 PG_FUNCTION_INFO_V1(attention_list);
 PG_FUNCTION_INFO_V1(reaper_heartbeat);
 PG_FUNCTION_INFO_V1(_reaper_ttl_ms);
+PG_FUNCTION_INFO_V1(_maintenance_backlog);
 
 /* max_rows of maintain when left out or NULL: the SQL signature's DEFAULT. */
 #define MAINT_DEFAULT_ROWS 1000
@@ -49,12 +51,23 @@ PG_FUNCTION_INFO_V1(_reaper_ttl_ms);
  * A1: candidates ($1 rows, cutoff $2) are locked first; the delete re-checks
  * in a fresh snapshot.
  */
+/*
+ * What each collecting action may take, given its cutoff parameter: one home,
+ * read by the action and by _maintenance_backlog(), so the GC backlog a
+ * monitor sees is exactly what the next rounds would collect.
+ */
+#define MAINT_BLOB_COLLECTABLE(cutoff) \
+	"b.relied_on_at IS NOT NULL AND b.relied_on_at < " cutoff \
+	" AND b.blob_key ~ " SP_SQL_CONTENT_KEY_REGEX \
+	" AND NOT EXISTS (SELECT 1 FROM sandbox_persist.checkpoint_blob_refs r WHERE r.blob_key = b.blob_key)" \
+	" AND NOT EXISTS (SELECT 1 FROM sandbox_persist.artifacts a WHERE a.blob_key = b.blob_key)"
+#define MAINT_UPLOAD_EXPIRED(cutoff) "touched_at < " cutoff
+#define MAINT_LOCK_PURGEABLE(cutoff) "expires_at < " cutoff
+#define MAINT_LOG_DELETABLE(cutoff) "closed_at < " cutoff
+
 static SpQuery maint_blob_candidates = {
 	"WITH c AS (SELECT b.blob_key FROM sandbox_persist.blobs b"
-	"  WHERE b.relied_on_at IS NOT NULL AND b.relied_on_at < $2"
-	"    AND b.blob_key ~ " SP_SQL_CONTENT_KEY_REGEX
-	"    AND NOT EXISTS (SELECT 1 FROM sandbox_persist.checkpoint_blob_refs r WHERE r.blob_key = b.blob_key)"
-	"    AND NOT EXISTS (SELECT 1 FROM sandbox_persist.artifacts a WHERE a.blob_key = b.blob_key)"
+	"  WHERE " MAINT_BLOB_COLLECTABLE("$2")
 	"  ORDER BY b.relied_on_at LIMIT $1 FOR UPDATE SKIP LOCKED)"
 	" SELECT coalesce(array_agg(blob_key), '{}') FROM c",
 	2, {INT8OID, INT8OID}
@@ -73,7 +86,7 @@ static SpQuery maint_blob_delete = {
 
 /* A2 */
 static SpQuery maint_uploads = {
-	"WITH c AS (SELECT upload_id FROM sandbox_persist.blob_uploads WHERE touched_at < $1"
+	"WITH c AS (SELECT upload_id FROM sandbox_persist.blob_uploads WHERE " MAINT_UPLOAD_EXPIRED("$1")
 	"  ORDER BY touched_at LIMIT $2 FOR UPDATE SKIP LOCKED),"
 	" d AS (DELETE FROM sandbox_persist.blob_uploads u USING c"
 	"  WHERE u.upload_id = c.upload_id AND u.touched_at < $1 RETURNING u.version),"
@@ -84,7 +97,7 @@ static SpQuery maint_uploads = {
 
 /* A3 */
 static SpQuery maint_locks = {
-	"WITH c AS (SELECT lock_key FROM sandbox_persist.locks WHERE expires_at < $1"
+	"WITH c AS (SELECT lock_key FROM sandbox_persist.locks WHERE " MAINT_LOCK_PURGEABLE("$1")
 	"  ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED),"
 	" d AS (DELETE FROM sandbox_persist.locks l USING c"
 	"  WHERE l.lock_key = c.lock_key AND l.expires_at < $1 RETURNING 1)"
@@ -133,7 +146,7 @@ static SpQuery maint_lost_logs = {
 
 /* A5: whole closed logs only. */
 static SpQuery maint_delete_logs = {
-	"WITH c AS (SELECT log_id FROM sandbox_persist.event_logs WHERE closed_at < $1"
+	"WITH c AS (SELECT log_id FROM sandbox_persist.event_logs WHERE " MAINT_LOG_DELETABLE("$1")
 	"  ORDER BY closed_at LIMIT $2 FOR UPDATE SKIP LOCKED),"
 	" d AS (DELETE FROM sandbox_persist.event_logs l USING c"
 	"  WHERE l.log_id = c.log_id AND l.closed_at < $1 RETURNING l.log_id),"
@@ -148,12 +161,13 @@ static SpQuery maint_delete_logs = {
  * any) is closed, so maintenance can still close it. Candidates are locked
  * first; the delete re-checks everything in a fresh snapshot.
  */
-#define MAINT_RUN_DELETABLE \
-	"r.status IN " SP_SQL_RUN_TERMINAL " AND r.changed_at < $2" \
+#define MAINT_RUN_DELETABLE_BEFORE(cutoff) \
+	"r.status IN " SP_SQL_RUN_TERMINAL " AND r.changed_at < " cutoff \
 	" AND NOT EXISTS (SELECT 1 FROM sandbox_persist.instances i" \
 	"                 WHERE i.instance_key = r.sandbox_key OR i.latest_run_id = r.run_id)" \
 	" AND NOT EXISTS (SELECT 1 FROM sandbox_persist.event_logs e" \
 	"                 WHERE e.run_id = r.run_id AND e.closed_at IS NULL)"
+#define MAINT_RUN_DELETABLE MAINT_RUN_DELETABLE_BEFORE("$2")
 
 static SpQuery maint_run_candidates = {
 	"WITH c AS (SELECT r.run_id FROM sandbox_persist.runs r WHERE " MAINT_RUN_DELETABLE
@@ -236,6 +250,34 @@ static SpQuery maint_record = {
 	2, {INT8OID, JSONOID}
 };
 
+/* The same, from 0.4.0 on: with the round's wall-clock duration. */
+static SpQuery maint_record_duration = {
+	"INSERT INTO sandbox_persist.maintenance_state (id, last_run_at, last_summary, last_duration_ms)"
+	" VALUES (1, $1, $2, $3)"
+	" ON CONFLICT (id) DO UPDATE SET last_run_at = EXCLUDED.last_run_at,"
+	" last_summary = EXCLUDED.last_summary, last_duration_ms = EXCLUDED.last_duration_ms",
+	3, {INT8OID, JSONOID, INT8OID}
+};
+
+/*
+ * _maintenance_backlog: the rows each collecting action would take now,
+ * without a row bound. A NULL cutoff (the action is off) counts nothing.
+ */
+static SpQuery maint_backlog = {
+	"SELECT (SELECT count(*) FROM sandbox_persist.blobs b WHERE " MAINT_BLOB_COLLECTABLE("$1") ") AS blobs,"
+	" (SELECT count(*) FROM sandbox_persist.blob_uploads WHERE " MAINT_UPLOAD_EXPIRED("$2") ") AS uploads,"
+	" (SELECT count(*) FROM sandbox_persist.locks WHERE " MAINT_LOCK_PURGEABLE("$3") ") AS locks,"
+	" (SELECT count(*) FROM sandbox_persist.event_logs WHERE " MAINT_LOG_DELETABLE("$4") ") AS event_logs,"
+	" (SELECT count(*) FROM sandbox_persist.runs r WHERE " MAINT_RUN_DELETABLE_BEFORE("$5") ") AS runs",
+	5, {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID}
+};
+
+/* A11's queue: blocks of deleted checkpoints not yet collected (0.3.0 on). */
+static SpQuery maint_backlog_conversation = {
+	"SELECT count(*) FROM sandbox_persist.conversation_garbage",
+	0, {InvalidOid}
+};
+
 static SpQuery maint_attention = {
 	"SELECT a.kind, nullif(a.run_id, '') AS run_id, a.first_seen, a.last_seen, a.detail::text"
 	" FROM sandbox_persist.attention a"
@@ -260,6 +302,16 @@ MaintHasConversationLog(void)
 	Oid			ns = get_namespace_oid("sandbox_persist", true);
 
 	return OidIsValid(ns) && OidIsValid(get_relname_relid("conversation_garbage", ns));
+}
+
+/* True when maintenance_state has the 0.4.0 duration column. */
+static bool
+MaintHasDuration(void)
+{
+	Oid			ns = get_namespace_oid("sandbox_persist", true);
+	Oid			rel = OidIsValid(ns) ? get_relname_relid("maintenance_state", ns) : InvalidOid;
+
+	return OidIsValid(rel) && get_attnum(rel, "last_duration_ms") != InvalidAttrNumber;
 }
 
 /* Run one counting action: its statement returns a single count. Inside SPI. */
@@ -420,6 +472,7 @@ maintain(PG_FUNCTION_ARGS)
 	int64		due = 0;
 	int64		positions = 0;
 	int64		messages = 0;
+	TimestampTz started;
 	bool		has_log;
 	SpArgs		args;
 	StringInfoData summary;
@@ -427,6 +480,7 @@ maintain(PG_FUNCTION_ARGS)
 	MemoryContext spi;
 
 	max_rows = CheckRowLimitArg(fcinfo, 0, "max_rows", MAINT_DEFAULT_ROWS);
+	started = GetCurrentTimestamp();
 
 	SPI_connect();
 	has_log = MaintHasConversationLog();
@@ -494,12 +548,81 @@ maintain(PG_FUNCTION_ARGS)
 	SpArgsInit(&args);
 	SpArgInt64(&args, now);
 	SpArgTextLen(&args, summary.data, summary.len);
-	SpExec(&maint_record, &args, false, 0);
+	if (MaintHasDuration())
+	{
+		/* elapsed wall-clock time, whatever clock judged the actions */
+		SpArgInt64(&args, (int64) ((GetCurrentTimestamp() - started) / 1000));
+		SpExec(&maint_record_duration, &args, false, 0);
+	}
+	else
+		SpExec(&maint_record, &args, false, 0);
 	SPI_finish();
 
 	ereport(LOG,
 			(errmsg("sandbox_persist maintenance: %s", summary.data)));
 	PG_RETURN_DATUM(SpJsonResult(&summary));
+}
+
+/* Append the cutoff now - setting_s, or NULL when the setting is 0 (action off). */
+static void
+MaintArgCutoffOrOff(SpArgs *args, int64 now, int setting_s)
+{
+	if (setting_s == 0)
+		SpArgNull(args);
+	else
+		SpArgInt64(args, SpTimeBefore(now, (int64) setting_s * 1000));
+}
+
+/*
+ * _maintenance_backlog(now_ms bigint) -> json {blobs, uploads, locks,
+ * eventLogs, runs, conversationBlocks}: how many rows each collecting action
+ * (A1, A2, A3, A5, A6, A11) would delete at now_ms, by the same conditions and
+ * settings maintain() uses, without its max_rows bound. Reads only.
+ */
+Datum
+_maintenance_backlog(PG_FUNCTION_ARGS)
+{
+	int64		now = SpNowMs(fcinfo, 0);
+	int64		counts[5] = {0};
+	int64		blocks = 0;
+	static const char *const columns[] = {"blobs", "uploads", "locks", "event_logs", "runs"};
+	static const char *const keys[] = {"blobs", "uploads", "locks", "eventLogs", "runs"};
+	MemoryContext outer = CurrentMemoryContext;
+	MemoryContext spi;
+	StringInfoData buf;
+	SpArgs		args;
+	bool		first = true;
+
+	SPI_connect();
+	SpArgsInit(&args);
+	SpArgInt64(&args, SpTimeBefore(now, (int64) sp_blob_gc_grace_s * 1000));
+	SpArgInt64(&args, SpTimeBefore(now, (int64) sp_upload_expiry_s * 1000));
+	SpArgInt64(&args, SpTimeBefore(now, (int64) sp_lock_purge_after_s * 1000));
+	MaintArgCutoffOrOff(&args, now, sp_event_log_retention_s);
+	MaintArgCutoffOrOff(&args, now, sp_run_retention_s);
+	SpExec(&maint_backlog, &args, true, 1);
+	for (int i = 0; i < lengthof(columns); i++)
+		SpGetInt64(0, SpColumn(columns[i]), &counts[i]);
+	if (MaintHasConversationLog())
+	{
+		SpArgsInit(&args);
+		SpExec(&maint_backlog_conversation, &args, true, 1);
+		SpGetInt64(0, 1, &blocks);
+	}
+	spi = MemoryContextSwitchTo(outer);
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	for (int i = 0; i < lengthof(keys); i++)
+	{
+		SpAppendKey(&buf, &first, keys[i]);
+		SpAppendInt64(&buf, counts[i]);
+	}
+	SpAppendKey(&buf, &first, "conversationBlocks");
+	SpAppendInt64(&buf, blocks);
+	appendStringInfoChar(&buf, '}');
+	MemoryContextSwitchTo(spi);
+	SPI_finish();
+	PG_RETURN_DATUM(SpJsonResult(&buf));
 }
 
 /*

@@ -357,6 +357,9 @@ extern void PatchArgJson(SpArgs *args, const SpJson *node, const char *field, Sp
 /* runs.c: whether the runs table has the 0.3.0 status clock */
 extern bool RunsHaveStatusClock(void);
 
+/* takeovers.c: count one lease takeover (nothing before 0.4.0) */
+extern void TakeoverCount(const char *kind);
+
 extern char *SpGetText(int row, int col);
 extern bool SpGetInt64(int row, int col, int64 *out);
 extern bool SpGetFloat8(int row, int col, double *out);

@@ -28,9 +28,10 @@
 --
 -- Who may read them: metrics() is SECURITY DEFINER and returns aggregates
 -- only. grant_monitor_role(role) gives a monitoring role (the exporter's)
--- USAGE on the schema and EXECUTE on metrics() and nothing else; app roles
--- get metrics() from grant_app_role as they get attention_list(). The overview
--- view stays superuser-only, as before.
+-- USAGE on the schema and EXECUTE on metrics() and nothing else. It is not
+-- a store function: grant_app_role leaves it out (an app server needs none of
+-- it, and an app role granted before an upgrade gets nothing new by itself
+-- anyway). The overview view stays superuser-only, as before.
 ------------------------------------------------------------------------------
 CREATE TABLE lease_takeovers (
     kind      text COLLATE "C" NOT NULL,   -- checkpoint_writer | lock (src/contract.h)
@@ -231,7 +232,8 @@ $$;
 COMMENT ON FUNCTION grant_monitor_role(regrole) IS
     'Administration: grants monitor_role (for instance the Prometheus exporter''s login role) USAGE on the schema and EXECUTE on metrics(), nothing else; revoke_app_role withdraws it. Superuser only.';
 
--- grant_monitor_role is administration: application roles never get it.
+-- grant_monitor_role is administration and metrics() is monitoring:
+-- grant_app_role gives neither.
 CREATE OR REPLACE FUNCTION _app_functions() RETURNS SETOF regprocedure
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT p.oid::regprocedure
@@ -241,7 +243,7 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
      WHERE e.extname = 'sandbox_persist'
        AND p.proname !~ '^_'
        AND p.proname NOT IN ('grant_app_role', 'revoke_app_role', 'grant_monitor_role',
-                             'schedule_maintenance', 'unschedule_maintenance')
+                             'schedule_maintenance', 'unschedule_maintenance', 'metrics')
 $$;
 
 -- Sections are added above this line, one per change, each opened by a

@@ -18,6 +18,7 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "jit/jit.h"
 #include "optimizer/cost.h"
 #include "optimizer/planner.h"
 #include "utils/builtins.h"
@@ -141,19 +142,27 @@ SpRememberKept(SPIPlanPtr plan)
 	}
 }
 
-/* The planner hook: one of our kept statements is planned without sequential scans. */
+/*
+ * The planner hook: one of our kept statements is planned without sequential
+ * scans, and without JIT: a scan that has no index (a small table such as
+ * blob_uploads) is costed at the 10^10 penalty of a disabled plan node, far
+ * past jit_above_cost, so every execution compiled the query (half a second
+ * or more each time, which made maintain() take seconds on an empty database).
+ */
 static PlannedStmt *
 SpPlanner(Query *parse, const char *query_string, int cursorOptions, ParamListInfo boundParams)
 {
 	bool		ours = sp_kept_sources != NULL && query_string != NULL &&
 		hash_search(sp_kept_sources, &query_string, HASH_FIND, NULL) != NULL;
 	bool		saved = enable_seqscan;
+	bool		saved_jit = jit_enabled;
 	PlannedStmt *result;
 
 	if (!ours)
 		return sp_prev_planner ? sp_prev_planner(parse, query_string, cursorOptions, boundParams)
 			: standard_planner(parse, query_string, cursorOptions, boundParams);
 	enable_seqscan = false;
+	jit_enabled = false;
 	PG_TRY();
 	{
 		result = sp_prev_planner ? sp_prev_planner(parse, query_string, cursorOptions, boundParams)
@@ -162,6 +171,7 @@ SpPlanner(Query *parse, const char *query_string, int cursorOptions, ParamListIn
 	PG_FINALLY();
 	{
 		enable_seqscan = saved;
+		jit_enabled = saved_jit;
 	}
 	PG_END_TRY();
 	return result;

@@ -105,7 +105,11 @@ read_all after "$DB"
 # messages, which draws identity values of conversation_messages.
 on_purpose='^R\tcatalog\t(owners and grants of relations|owners and grants of functions|schema|extension|sequence checkpoints_seq_seq|sequence conversation_messages_message_id_seq)\t'
 grep -Pv "$on_purpose" "$WORK/before.out" >"$WORK/before.kept" || true
-grep -Pv "$on_purpose" "$WORK/after.out" >"$WORK/after.kept" || true
+# The overview columns 0.4.0 appends (checkpoint_leases_held to gc_backlog)
+# are new on purpose too: before and after compare the columns both have;
+# upgraded and fresh (below) compare them all.
+grep -Pv "$on_purpose" "$WORK/after.out" \
+    | sed -E '/^R\tcatalog\toverview\t/ s/,"checkpoint_leases_held":.*\}$/}/' >"$WORK/after.kept" || true
 read -r n1 d1 < <(compare "before and after the update" "$WORK/before.kept" "$WORK/after.kept")
 
 # 4. The upgraded database against the fresh one: reads, writes, reads.

@@ -10,9 +10,11 @@
  * lease members of a writer object, the thread-row lock and the lease test.
  *
  * Locking: every function works on the thread's checkpoint_threads row only.
- * Acquire is a single INSERT ... ON CONFLICT DO UPDATE that takes over only a
+ * Acquire locks the row (when it exists) to see whether a holder is recorded,
+ * then runs one INSERT ... ON CONFLICT DO UPDATE that takes over only a
  * missing or expired lease, so two acquirers serialise on the row and exactly
- * one wins. At now == expiresAt a lease is expired.
+ * one wins; one granted over a recorded holder is a takeover and is counted
+ * (takeovers.c). At now == expiresAt a lease is expired.
  */
 #include "postgres.h"
 

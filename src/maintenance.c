@@ -10,7 +10,8 @@
  * reaper; record watchdog items; collect the conversation log positions of
  * deleted checkpoints and the messages nothing refers to any more (A11,
  * conversations.c). It never changes a run, a checkpoint, a transcript, a
- * head, a lease or an instance row.
+ * head, a lease or an instance row. _maintenance_backlog() counts, with the
+ * same conditions, what the collecting actions would delete (for metrics()).
  *
  * Locking: every action takes its candidate rows with FOR UPDATE SKIP LOCKED
  * (so it never waits on application traffic and two concurrent calls never

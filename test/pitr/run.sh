@@ -210,9 +210,9 @@ CONF
     if as_postgres pg_ctl -D "$S/data" -l "$S/server.log" -w -t 120 start >/dev/null; then
         standby_checks=$((standby_checks + 1))
         if wait_for "$R" "$RESTORED_PORT" "SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming'" 60; then
-            standby_ok=$((standby_ok + 1))
+            standby_ok=$((standby_ok + 1)); echo "  ok: PT18 the standby streams from the restored primary (pg_stat_replication)"
         else
-            fail "standby: not streaming within 60 s"
+            fail "PT18 standby: not streaming within 60 s"
         fi
         # A row written on the primary after the standby started, replayed there.
         probe=probe-$RANDOM-$$
@@ -221,32 +221,42 @@ CONF
         standby_checks=$((standby_checks + 1))
         if wait_for "$S" "$STANDBY_PORT" "SELECT pg_is_in_recovery() AND pg_last_wal_replay_lsn() >= '$lsn'" 60 \
             && [ "$(q "$S" "$STANDBY_PORT" "SELECT sandbox_persist.metadata_get('pitr', 'standby-probe')")" = "\"$probe\"" ]; then
-            standby_ok=$((standby_ok + 1))
+            standby_ok=$((standby_ok + 1)); echo "  ok: PT19 a row written on the primary is replayed on the standby"
         else
-            fail "standby: the probe row was not replayed within 60 s"
+            fail "PT19 standby: the probe row was not replayed within 60 s"
         fi
         # The extension's reads on the standby answer what they answer on the primary.
         reads=$(cat "$ROOT/test/pitr/standby_reads.sql")
         standby_checks=$((standby_checks + 1))
         if ! on_primary=$(psql -X -q -At -v ON_ERROR_STOP=1 -h "$R" -p "$RESTORED_PORT" -U postgres -d "$DB" -c "$reads" 2>&1); then
-            fail "standby: the reads failed on the primary: $on_primary"
+            fail "PT20 standby: the reads failed on the primary: $on_primary"
         elif ! on_standby=$(psql -X -q -At -v ON_ERROR_STOP=1 -h "$S" -p "$STANDBY_PORT" -U postgres -d "$DB" -c "$reads" 2>&1); then
-            fail "standby: the reads failed on the standby: $on_standby"
+            fail "PT20 standby: the reads failed on the standby: $on_standby"
         elif [ "$on_primary" != "$on_standby" ]; then
-            fail "standby: the reads differ from the primary's"
+            fail "PT20 standby: the reads differ from the primary's"
             diff <(echo "$on_primary") <(echo "$on_standby") | head -20
         else
             standby_ok=$((standby_ok + 1))
-            echo "standby: $(echo "$on_standby" | wc -l) reads answered as on the primary"
+            echo "  ok: PT20 the standby answers $(echo "$on_standby" | wc -l) extension reads exactly as the primary"
         fi
         # A write on the standby is refused (read-only), and changes nothing.
         standby_checks=$((standby_checks + 1))
         if err=$(q "$S" "$STANDBY_PORT" "SELECT sandbox_persist.metadata_set('pitr', 'on-standby', '1')" 2>&1); then
-            fail "standby: a write was accepted"
+            fail "PT21 standby: a write was accepted"
         elif [[ "$err" == *"read-only transaction"* ]]; then
-            standby_ok=$((standby_ok + 1))
+            standby_ok=$((standby_ok + 1)); echo "  ok: PT21 a write on the standby is refused (read-only transaction)"
         else
-            fail "standby: a write failed for another reason: $err"
+            fail "PT21 standby: a write failed for another reason: $err"
+        fi
+        # blob_head of a content address marks the object relied on (a write, for
+        # the GC grace), so it needs the primary; of a plain key it is a read.
+        standby_checks=$((standby_checks + 1))
+        ca_head=$(q "$S" "$STANDBY_PORT" "SELECT sandbox_persist.blob_head(min(blob_key)) FROM sandbox_persist.blobs WHERE blob_key LIKE 'sandbox-files/sha256/%'" 2>&1)
+        plain_head=$(q "$S" "$STANDBY_PORT" "SELECT sandbox_persist.blob_head(min(blob_key)) IS NOT NULL FROM sandbox_persist.blobs WHERE blob_key LIKE 'app/%'" 2>&1)
+        if [[ "$ca_head" == *"read-only transaction"* ]] && [ "$plain_head" = t ]; then
+            standby_ok=$((standby_ok + 1)); echo "  ok: PT23 on the standby blob_head of a content address is refused (read-only), of a plain key it answers"
+        else
+            fail "PT23 standby: blob_head answered '$ca_head' for a content address and '$plain_head' for a plain key"
         fi
     else
         cat "$S/server.log"
@@ -263,7 +273,7 @@ standby_line="$standby_ok of $standby_checks checks"
 jobid=$(psql -X -q -At -h "$R" -p "$RESTORED_PORT" -U postgres -d postgres \
     -c "SELECT jobid FROM cron.job WHERE jobname = 'sandbox_persist_maintenance' AND database = '$DB'")
 if [ -z "$jobid" ]; then
-    fail "cron: the maintenance job is missing on the restored cluster"
+    fail "PT22 cron: the maintenance job is missing on the restored cluster"
 else
     deadline=$((SECONDS + 90))
     cron_line=
@@ -278,12 +288,12 @@ else
         sleep 1
     done
     if [ -n "$cron_line" ]; then
-        echo "cron: $cron_line"
+        echo "  ok: PT22 pg_cron runs the maintenance job on the restored cluster: $cron_line"
         echo "cron: the job's command: $(psql -X -q -At -h "$R" -p "$RESTORED_PORT" -U postgres -d postgres \
             -c "SELECT format('%s in database %s, schedule %s', command, database, schedule) FROM cron.job WHERE jobid = $jobid")"
     else
         psql -X -q -h "$R" -p "$RESTORED_PORT" -U postgres -d postgres -c "SELECT * FROM cron.job_run_details ORDER BY start_time DESC LIMIT 5"
-        fail "cron: no succeeded maintenance run within 90 s of the restore"
+        fail "PT22 cron: no succeeded maintenance run within 90 s of the restore"
     fi
 fi
 finish

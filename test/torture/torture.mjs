@@ -1446,7 +1446,8 @@ async function pitrMain() {
   await runLoad(Math.max(3000, Math.round(LOAD_MS / 2)), clients, { stop: false });
   const okAfter = {};
   for (const e of log) if (e.s > restartTick && e.st === 'ok') okAfter[e.op] = (okAfter[e.op] || 0) + 1;
-  const WRITES = ['ckpt.acquire', 'ckpt.append', 'ckpt.renew', 'ckpt.fork', 'blob.put', 'blob.upload_commit', 'run.create', 'run.update',
+  // (renew is PT4's and PT11's: under this load most renews meet a takeover)
+  const WRITES = ['ckpt.acquire', 'ckpt.append', 'ckpt.fork', 'blob.put', 'blob.upload_commit', 'run.create', 'run.update',
     'run.claim', 'lock.acquire', 'lock.release', 'event.append', 'event.close', 'interrupt.create', 'interrupt.resolve', 'metadata.set', 'maintain'];
   const missing = WRITES.filter((op) => !okAfter[op]);
   pitrExpect(missing.length === 0, `PT16 the load writes every store on the restored cluster: ${WRITES.map((op) => `${op} ${okAfter[op] || 0}`).join(', ')}`);

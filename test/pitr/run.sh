@@ -23,6 +23,8 @@
 # Prints one "summary: pitr: ..." line; exits non-zero on any failure. Every
 # server is stopped and the temp dir removed on exit (PITR_KEEP=1 keeps them).
 #
+# Run it with `make test-pitr` (or in `make test`), which builds and installs the
+# extension into PG_CONFIG's tree first; run alone, it expects that install done.
 # Environment: PG_CONFIG (the PostgreSQL to run), SANDBOX_PERSIST_PITR_PORT
 # (default 56500: the primary; +1 the restored cluster, +2 the standby; the
 # servers listen on unix sockets in the temp dir only), PITR_LOAD_MS (12000).

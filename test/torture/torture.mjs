@@ -1206,6 +1206,7 @@ async function main() {
 // Then the leases and locks alive at the target, the logs' readers, more load
 // and the stores the load does not touch.
 // ---------------------------------------------------------------------------
+// Run one step of test/pitr/run.sh (its `hook` subcommand); returns what it prints.
 function pitrHook(...args) {
   return execFileSync('bash', [process.env.SP_PITR_HOOK, 'hook', ...args], { stdio: ['ignore', 'pipe', 'inherit'] }).toString();
 }
@@ -1248,11 +1249,13 @@ async function pitrAcquire(cl, thread, leaseMs) {
   }
   return e;
 }
+// Renew writer w for leaseMs through the call log.
 async function pitrRenew(cl, w, leaseMs) {
   const vt = vnow();
   return call(cl, 'ckpt.renew', `SELECT ${S}checkpoint_renew_writer($1, $2, $3) AS r`,
     [writerOf(w), leaseMs, vt], { thread: w.threadId, fence: w.fence, vt, exp: vt + leaseMs });
 }
+// Acquire lock key for ttl through the call log; e.l is the lease when granted.
 async function pitrLock(cl, key, ttl) {
   const vt = vnow();
   const e = await call(cl, 'lock.acquire', `SELECT ${S}lock_acquire($1, $2, $3) AS r`, [key, ttl, vt], { key, vt });
@@ -1265,6 +1268,7 @@ async function pitrLock(cl, key, ttl) {
   }
   return e;
 }
+// Renew lock lease l of key for ttl through the call log.
 async function pitrLockRenew(cl, l, key, ttl) {
   const vt = vnow();
   return call(cl, 'lock.renew', `SELECT ${S}lock_renew($1, $2, $3, $4) AS r`, [key, l.ownerToken, ttl, vt],
@@ -1301,6 +1305,7 @@ async function markTarget() {
   return m;
 }
 
+// The --pitr run: backup, load, target, restore, then every check on the restored cluster.
 async function pitrMain() {
   const started = Date.now();
   const v = {};

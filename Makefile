@@ -1,6 +1,7 @@
 # sandbox_persist: PGXS build, plus the two commands a newcomer needs:
 #   make run    build, install, start a throwaway cluster, walk through every store
 #   make test   the same set-up, then every suite (short modes of torture and fuzz)
+#   make test-pitr  one suite: pgBackRest point-in-time recovery and a standby rebuild
 #   make test-matrix  the suites against PostgreSQL 17 and 18 in Debian chroots (root)
 #   make torture  the long reliability runs: crash cycles, 10^5 fuzz inputs, valgrind
 #   make bench  benchmarks against baselines into bench/results/ (QUICK=1: a short run)
@@ -64,7 +65,7 @@ include $(PGXS)
 # changed struct or constant never leaves a stale object behind.
 $(OBJS): $(wildcard src/*.h)
 
-.PHONY: deps run stop test test-matrix test-shards torture bench
+.PHONY: deps run stop test test-matrix test-shards test-pitr torture bench
 deps:
 	bash scripts/deps.sh
 run:
@@ -77,6 +78,8 @@ test-matrix:
 	bash scripts/matrix.sh
 test-shards:
 	SANDBOX_PERSIST_SUITES=shards bash scripts/test.sh
+test-pitr:
+	SANDBOX_PERSIST_SUITES=pitr bash scripts/test.sh
 torture:
 	bash scripts/torture.sh
 bench:

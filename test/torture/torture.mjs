@@ -7,6 +7,8 @@
 //   node torture.mjs --long         longer load with kill -9 crash cycles
 //   node torture.mjs --self-test    a 3 s load, then the self-test: corrupt the database and the
 //                                   call log on purpose and require each check to report it
+//   node torture.mjs --pitr         the point-in-time recovery run of test/pitr/run.sh (pitrMain):
+//                                   load, a restore target halfway, restore, the checks there
 //
 // Options: --seed N (the random mix; timing still varies), --clients N,
 // --load-ms N, --cycles N. The cluster is the one named by
@@ -33,14 +35,14 @@ pg.types.setTypeParser(114, (v) => v);
 pg.types.setTypeParser(3802, (v) => v);
 
 const argv = process.argv.slice(2);
-const MODE = argv.includes('--long') ? 'long' : argv.includes('--short') ? 'short' : 'self-test';
+const MODE = argv.includes('--pitr') ? 'pitr' : argv.includes('--long') ? 'long' : argv.includes('--short') ? 'short' : 'self-test';
 const SELF_TEST = MODE === 'short' || argv.includes('--self-test');
 const numArg = (name, dflt) => {
   const i = argv.indexOf(name);
   return i >= 0 ? Number(argv[i + 1]) : dflt;
 };
 const CLIENTS = numArg('--clients', 6);
-const LOAD_MS = numArg('--load-ms', MODE === 'long' ? 60000 : MODE === 'short' ? 20000 : 3000);
+const LOAD_MS = numArg('--load-ms', MODE === 'long' ? 60000 : MODE === 'short' ? 20000 : MODE === 'pitr' ? 12000 : 3000);
 const CYCLES = numArg('--cycles', MODE === 'long' ? 6 : 0);
 const SEED = numArg('--seed', Date.now() % 1000000);
 const DB = process.env.SP_TORTURE_DB || 'sp_torture';
@@ -533,8 +535,10 @@ function pickOp() {
   return MIX[0][0];
 }
 
+// The server every connection goes to: PGHOST/PGPORT, or (--pitr) the restored cluster.
+let SERVER = {};
 async function connect(db) {
-  const c = new pg.Client({ database: db, connectionTimeoutMillis: 10000, statement_timeout: 30000 });
+  const c = new pg.Client({ ...SERVER, database: db, connectionTimeoutMillis: 10000, statement_timeout: 30000 });
   c.on('error', () => {});   // a crash surfaces through the pending query
   await c.connect();
   return c;
@@ -1192,7 +1196,296 @@ async function main() {
   process.exit(failed ? 1 : 0);
 }
 
-main().catch(async (err) => {
+// ---------------------------------------------------------------------------
+// Point-in-time recovery (--pitr; test/pitr/run.sh runs it and names itself in
+// SP_PITR_HOOK for the steps outside this process). The load runs on a primary
+// that archives its WAL; halfway, a restore target is read from the server's
+// clock between two known commits; the cluster is restored to it. A restore to
+// a time cuts history the way a crash does, at a known point: the call log is
+// cut there (cutAtTarget) and the same checker judges the restored cluster.
+// Then the leases and locks alive at the target, the logs' readers, more load
+// and the stores the load does not touch.
+// ---------------------------------------------------------------------------
+// Run one step of test/pitr/run.sh (its `hook` subcommand); returns what it prints.
+function pitrHook(...args) {
+  return execFileSync('bash', [process.env.SP_PITR_HOOK, 'hook', ...args], { stdio: ['ignore', 'pipe', 'inherit'] }).toString();
+}
+
+// Calls answered before the target was asked for committed before it: they
+// stay and must be present. Calls sent after it was answered committed after
+// it: they leave the log (returned), and the checker's "never sent" and
+// "answered ... present" checks then require them absent. Calls in flight
+// across it may have committed on either side: indeterminate, as at a crash.
+function cutAtTarget(askedTick, answeredTick) {
+  const kept = [];
+  const dropped = [];
+  for (const e of log) {
+    if (e.s > answeredTick) { dropped.push(e); continue; }
+    if (e.st === 'ok' && e.a > askedTick) { e.st = 'indet'; stats.indet++; }
+    kept.push(e);
+  }
+  log.length = 0;
+  log.push(...kept);
+  return dropped;
+}
+
+const pitrResults = [];
+// Record one PITR expectation and print it.
+function pitrExpect(ok, what) {
+  pitrResults.push({ ok, what });
+  console.log(`  ${ok ? 'ok' : 'FAILED'}: ${what}`);
+}
+
+// Acquire a writer lease of lease_ms through the call log (acquireWriter with its own duration).
+async function pitrAcquire(cl, thread, leaseMs) {
+  const vt = vnow();
+  const e = await call(cl, 'ckpt.acquire', `SELECT ${S}checkpoint_acquire_writer($1, $2, $3) AS r`,
+    [thread, leaseMs, vt], { thread, vt });
+  if (e.st === 'ok') {
+    const w = parsed(e);
+    e.meta.fence = w.fence;
+    e.meta.exp = w.expiresAt;
+    e.w = w;
+  }
+  return e;
+}
+// Renew writer w for leaseMs through the call log.
+async function pitrRenew(cl, w, leaseMs) {
+  const vt = vnow();
+  return call(cl, 'ckpt.renew', `SELECT ${S}checkpoint_renew_writer($1, $2, $3) AS r`,
+    [writerOf(w), leaseMs, vt], { thread: w.threadId, fence: w.fence, vt, exp: vt + leaseMs });
+}
+// Acquire lock key for ttl through the call log; e.l is the lease when granted.
+async function pitrLock(cl, key, ttl) {
+  const vt = vnow();
+  const e = await call(cl, 'lock.acquire', `SELECT ${S}lock_acquire($1, $2, $3) AS r`, [key, ttl, vt], { key, vt });
+  if (e.st === 'ok' && e.res !== null) {
+    const l = parsed(e);
+    e.meta.fence = l.fence;
+    e.meta.exp = l.expiresAt;
+    e.meta.token = l.ownerToken;
+    e.l = l;
+  }
+  return e;
+}
+// Renew lock lease l of key for ttl through the call log.
+async function pitrLockRenew(cl, l, key, ttl) {
+  const vt = vnow();
+  return call(cl, 'lock.renew', `SELECT ${S}lock_renew($1, $2, $3, $4) AS r`, [key, l.ownerToken, ttl, vt],
+    { key, fence: l.fence, vt, exp: vt + ttl });
+}
+const KEEP_MS = 600000;   // the longest lock TTL; the virtual clock stands still during the restore
+
+// Halfway through the load: leases and locks on keys of their own, a marker
+// commit, the target from the server's clock, a second marker, then (after the
+// target) a takeover of the short lease and lock, which the restore must undo.
+async function markTarget() {
+  const pc = { id: 99, n: 0, db: await connect(DB) };
+  const m = {};
+  m.keep = await pitrAcquire(pc, 'pitr-keep', KEEP_MS);
+  m.take = await pitrAcquire(pc, 'pitr-take', WRITER_LEASE_MS);
+  m.lockKeep = await pitrLock(pc, 'pitr-lk-keep', KEEP_MS);
+  m.lockTake = await pitrLock(pc, 'pitr-lk-take', LOCK_TTL_MS);
+  const before = await call(pc, 'metadata.set', `SELECT ${S}metadata_set($1, $2, $3) AS r`, ['pitr', 'before', '"committed before the target"'],
+    { ns: 'pitr', key: 'before', value: '"committed before the target"' });
+  m.asked = ++tick;
+  m.target = (await pc.db.query('SELECT clock_timestamp()::text AS t')).rows[0].t;
+  m.answered = ++tick;
+  const after = await call(pc, 'metadata.set', `SELECT ${S}metadata_set($1, $2, $3) AS r`, ['pitr', 'after', '"committed after the target"'],
+    { ns: 'pitr', key: 'after', value: '"committed after the target"' });
+  vskew += WRITER_LEASE_MS + LOCK_TTL_MS;   // the short lease and lock expire
+  m.takeover = await pitrAcquire(pc, 'pitr-take', WRITER_LEASE_MS);
+  m.lockTakeover = await pitrLock(pc, 'pitr-lk-take', LOCK_TTL_MS);
+  await pc.db.end();
+  const all = [m.keep, m.take, m.lockKeep, m.lockTake, before, after, m.takeover, m.lockTakeover];
+  if (all.some((e) => e.st !== 'ok') || !m.lockKeep.l || !m.lockTake.l || !m.lockTakeover.l || m.takeover.w.fence !== m.take.w.fence + 1)
+    throw new Error(`the set-up around the target failed: ${all.map((e) => `${e.op} ${e.st} ${e.res}`).join('; ')}`);
+  console.log(`restore target ${m.target}: writer pitr-take fence ${m.take.w.fence} before it, ${m.takeover.w.fence} after;`
+    + ` lock pitr-lk-take fence ${m.lockTake.l.fence} before, ${m.lockTakeover.l.fence} after`);
+  return m;
+}
+
+// The --pitr run: backup, load, target, restore, then every check on the restored cluster.
+async function pitrMain() {
+  const started = Date.now();
+  const v = {};
+  stats.maint = {};
+  console.log(`torture (pitr): seed ${SEED}, ${CLIENTS} load clients + 1 maintenance client, load ${LOAD_MS} ms`);
+  await setupDatabase();
+  {
+    // pg_cron lives in the admin database; the job runs maintain() in ours.
+    const admin = await connect(ADMIN_DB);
+    await admin.query(`SELECT cron.schedule_in_database('sandbox_persist_maintenance', '* * * * *', 'SELECT sandbox_persist.maintain(1000)', $1)`, [DB]);
+    await admin.end();
+  }
+  let t = Date.now();
+  pitrHook('backup');
+  console.log(`full backup: ${((Date.now() - t) / 1000).toFixed(1)} s`);
+
+  const clients = makeClients(CLIENTS);
+  const load = runLoad(LOAD_MS, clients, { stop: false });
+  await sleep(LOAD_MS / 2);   // the target lies in the middle of the load
+  const m = await markTarget();
+  await load;
+  const checkOn = async (label) => {
+    const db = await connect(DB);
+    const { total } = await runChecks(db, label);
+    await db.end();
+    return total;
+  };
+  v.primary = await checkOn('on the primary, the whole call log');
+
+  // Restore. The virtual clock stands still meanwhile, as if the restore took no time.
+  t = Date.now();
+  const vFrozen = vpeek();
+  SERVER = JSON.parse(pitrHook('restore', m.target).trim().split('\n').pop());
+  vskew -= vpeek() - vFrozen;
+  const restoreSeconds = (Date.now() - t) / 1000;
+  console.log(`restored to ${m.target} in ${restoreSeconds.toFixed(1)} s (check, restore, start, promote)`);
+  // The checker must notice the restore: judged against the whole call log,
+  // the writes answered after the target are missing.
+  const opsBefore = log.length;
+  const uncut = log.map((e) => ({ st: e.st }));
+  v.uncut = await checkOn('on the restored cluster, the whole call log (must report the writes after the target)');
+  log.forEach((e, i) => { e.st = uncut[i].st; });
+  const dropped = cutAtTarget(m.asked, m.answered);
+  const ackedBefore = log.filter((e) => e.st === 'ok').length;
+  const inFlight = log.filter((e) => e.st === 'indet').length;
+  const ackedAfter = dropped.filter((e) => e.st === 'ok');
+  console.log(`call log cut at the target: ${ackedBefore} answered before it, ${inFlight} in flight across it,`
+    + ` ${dropped.length} sent after it (${ackedAfter.length} answered) of ${opsBefore}`);
+
+  const db = await connect(DB);
+  const q1 = async (sql, params = []) => (await db.query(sql, params)).rows;
+  pitrExpect(v.uncut > 0, `PT0 against the whole call log the checker reports ${v.uncut} violations on the restored cluster`);
+  const meta = async (k) => (await q1(`SELECT ${S}metadata_get('pitr', $1) AS r`, [k]))[0].r;
+  console.log('what the target splits:');
+  pitrExpect(await meta('before') === '"committed before the target"', 'PT1 the marker committed just before the target is present');
+  pitrExpect(await meta('after') === null, 'PT2 the marker committed just after the target is absent');
+  // Writes answered after the target, one by one: none is on the restored cluster.
+  const ids = ackedAfter.filter((e) => e.op === 'ckpt.append' || e.op === 'ckpt.fork').map((e) => e.meta.id);
+  const ints = ackedAfter.filter((e) => e.op === 'interrupt.create').map((e) => e.meta.id);
+  const keptAppends = new Set(log.filter((e) => e.op === 'event.append').map((e) => `${e.meta.producer}/${e.meta.pseq}`));
+  const chunks = ackedAfter.filter((e) => e.op === 'event.append' && !keptAppends.has(`${e.meta.producer}/${e.meta.pseq}`))
+    .flatMap((e) => JSON.parse(e.meta.chunks).map((c) => c.u));
+  const [present] = await q1(`SELECT
+      (SELECT count(*) FROM ${T}checkpoints WHERE checkpoint_id = ANY($1)) AS cps,
+      (SELECT count(*) FROM ${T}interrupts WHERE interrupt_id = ANY($2)) AS ints,
+      (SELECT count(*) FROM ${T}event_log_entries WHERE chunk->>'u' = ANY($3)) AS chunks`, [ids, ints, chunks]);
+  pitrExpect(ids.length + ints.length + chunks.length > 0 && Number(present.cps) + Number(present.ints) + Number(present.chunks) === 0,
+    `PT3 writes answered after the target are absent: ${Number(present.cps)} of ${ids.length} checkpoints,`
+    + ` ${Number(present.ints)} of ${ints.length} interrupts, ${Number(present.chunks)} of ${chunks.length} event-log chunks`);
+
+  console.log('leases and locks alive at the target (the injected clock stood still during the restore):');
+  const pc = { id: 98, n: 0, db };
+  const keepRenew = await pitrRenew(pc, m.keep.w, KEEP_MS);
+  pitrExpect(keepRenew.st === 'ok', 'PT4 a writer lease unexpired at the target renews on the restored cluster');
+  const conversation = JSON.stringify([{ role: 'user', content: 'after the restore' }]);
+  const checkpoint = { id: 'pitr-keep-1', threadId: 'pitr-keep', parentCheckpointId: null, createdAt: Date.now(), reason: 'automatic', files: [], artifacts: [] };
+  let vt = vnow();
+  const keepAppend = await call(pc, 'ckpt.append', `SELECT ${S}checkpoint_append($1, $2, $3) AS r`,
+    [JSON.stringify({ checkpoint, expectedHeadId: null, writer: JSON.parse(writerOf(m.keep.w)) }), conversation, vt],
+    { thread: 'pitr-keep', id: checkpoint.id, fence: m.keep.w.fence, vt, keys: [], putSend: Infinity, files: '[]', parent: null, conversation });
+  pitrExpect(keepAppend.st === 'ok', 'PT5 ... and its holder appends a checkpoint with it');
+  const keepSteal = await pitrAcquire(pc, 'pitr-keep', WRITER_LEASE_MS);
+  pitrExpect(keepSteal.code === 'SP005', `PT6 ... while another acquire on its thread is SP005 (got ${keepSteal.code ?? keepSteal.st})`);
+  const lostRenew = await pitrRenew(pc, m.takeover.w, WRITER_LEASE_MS);
+  pitrExpect(lostRenew.code === 'SP006', `PT7 the writer granted after the target (fence ${m.takeover.w.fence}) is refused: SP006 (got ${lostRenew.code ?? lostRenew.st})`);
+  const oldRenew = await pitrRenew(pc, m.take.w, WRITER_LEASE_MS);
+  pitrExpect(oldRenew.code === 'SP006', `PT8 the writer expired at the target (fence ${m.take.w.fence}) cannot renew: SP006 (got ${oldRenew.code ?? oldRenew.st})`);
+  const retake = await pitrAcquire(pc, 'pitr-take', WRITER_LEASE_MS);
+  pitrExpect(retake.st === 'ok' && retake.w.fence > m.take.w.fence,
+    `PT9 its thread is taken over: fence ${retake.w?.fence} > ${m.take.w.fence}`);
+  const writerReissued = retake.st === 'ok' && retake.w.fence <= m.takeover.w.fence;
+  const lockSteal = await pitrLock(pc, 'pitr-lk-keep', LOCK_TTL_MS);
+  pitrExpect(lockSteal.st === 'ok' && lockSteal.res === null, 'PT10 a lock unexpired at the target is still held (acquire: NULL)');
+  const lockRenew = await pitrLockRenew(pc, m.lockKeep.l, 'pitr-lk-keep', KEEP_MS);
+  pitrExpect(lockRenew.st === 'ok' && lockRenew.res !== null, 'PT11 ... and its holder renews it');
+  const lostRelease = await call(pc, 'lock.release', `SELECT ${S}lock_release($1, $2) AS r`,
+    ['pitr-lk-take', m.lockTakeover.l.ownerToken], { key: 'pitr-lk-take', fence: m.lockTakeover.l.fence });
+  pitrExpect(lostRelease.st === 'ok' && lostRelease.res === false, 'PT12 the lock granted after the target is not held: its release is false');
+  const oldLockRenew = await pitrLockRenew(pc, m.lockTake.l, 'pitr-lk-take', LOCK_TTL_MS);
+  pitrExpect(oldLockRenew.st === 'ok' && oldLockRenew.res === null, 'PT13 the lock expired at the target cannot renew (NULL)');
+  const relock = await pitrLock(pc, 'pitr-lk-take', LOCK_TTL_MS);
+  pitrExpect(relock.st === 'ok' && relock.l && relock.l.fence > m.lockTake.l.fence,
+    `PT14 its key is granted again: fence ${relock.l?.fence} > ${m.lockTake.l.fence}`);
+  const lockReissued = relock.l ? relock.l.fence <= m.lockTakeover.l.fence : false;
+  console.log(`  fences handed out after the target and again after the restore: writer ${writerReissued ? 'yes' : 'no'}`
+    + ` (${m.takeover.w.fence} then ${retake.w?.fence}), lock ${lockReissued ? 'yes' : 'no'} (${m.lockTakeover.l.fence} then ${relock.l?.fence})`);
+
+  // Event-log readers: what they saw up to the restored tail is still there;
+  // a cursor past it is told so by the tail, never given other chunks quietly.
+  console.log('event-log readers:');
+  const tails = new Map((await q1(`SELECT run_id, tail_seq FROM ${T}event_logs`)).map((r) => [r.run_id, Number(r.tail_seq)]));
+  for (const k of [...seenChunks.keys()]) {
+    const [run, seq] = [k.slice(0, k.lastIndexOf('/')), Number(k.slice(k.lastIndexOf('/') + 1))];
+    if (!(seq <= (tails.get(run) ?? 0))) seenChunks.delete(k);
+  }
+  let past = 0;
+  let told = 0;
+  for (const cl of clients) {
+    for (const [run, cursor] of Object.entries(cl.cursors)) {
+      if (cursor <= (tails.get(run) ?? 0)) continue;
+      past++;
+      try {
+        const r = JSON.parse((await q1(`SELECT ${S}event_log_read($1, $2, 10) AS r`, [run, cursor]))[0].r);
+        if (r.tail < cursor && r.entries.length === 0) told++;
+      } catch (err) {
+        if (err.code) told++;   // an error with its own code tells the reader as well
+      }
+      cl.cursors[run] = tails.get(run) ?? 0;   // the reader starts again from what the server holds
+    }
+  }
+  pitrExpect(past > 0 && past === told, `PT15 readers whose cursor is past the restored tail: ${past}; each read tells them (tail below the cursor, no entries): ${told}`);
+  console.log(`  offsets read before the restore and at or below the restored tails: ${seenChunks.size} (the checker compares them with what later reads get)`);
+
+  v.restored = await checkOn('on the restored cluster, the log cut at the target');
+
+  // More load on the restored cluster: the clients keep their leases and
+  // locks (stale ones are refused and taken over), but their appends start
+  // afresh and interrupts created after the target are forgotten.
+  const created = new Set(log.filter((e) => e.op === 'interrupt.create').map((e) => e.meta.id));
+  INTERRUPTS.splice(0, INTERRUPTS.length, ...INTERRUPTS.filter((id) => created.has(id)));
+  for (const cl of clients) { cl.lastAppend = null; cl.retryAfterCrash = null; }
+  const restartTick = tick;
+  await runLoad(Math.max(3000, Math.round(LOAD_MS / 2)), clients, { stop: false });
+  const okAfter = {};
+  for (const e of log) if (e.s > restartTick && e.st === 'ok') okAfter[e.op] = (okAfter[e.op] || 0) + 1;
+  // (renew is PT4's and PT11's: under this load most renews meet a takeover)
+  const WRITES = ['ckpt.acquire', 'ckpt.append', 'ckpt.fork', 'blob.put', 'blob.upload_commit', 'run.create', 'run.update',
+    'run.claim', 'lock.acquire', 'lock.release', 'event.append', 'event.close', 'interrupt.create', 'interrupt.resolve', 'metadata.set', 'maintain'];
+  const missing = WRITES.filter((op) => !okAfter[op]);
+  pitrExpect(missing.length === 0, `PT16 the load writes every store on the restored cluster: ${WRITES.map((op) => `${op} ${okAfter[op] || 0}`).join(', ')}`);
+  v.after = await checkOn('on the restored cluster after more load');
+
+  // The stores the load leaves alone: one write and a read back each.
+  const [o] = await q1(`SELECT
+      ${S}instance_upsert('{"key":"pitr-k","provider":"docker","providerSandboxId":"sb","threadId":"pitr-t","updatedAt":1}') IS NOT NULL AS a,
+      ${S}instance_get('pitr-k')->>'providerSandboxId' AS instance`);
+  await q1(`SELECT ${S}message_save_thread('pitr-t', '[{"role":"user","content":"after the restore"}]')`);
+  await q1(`SELECT ${S}generation_run_create_or_resume('{"runId":"pitr-g","threadId":"pitr-t","activity":"image","provider":"p","model":"m","startedAt":1}')`);
+  await q1(`SELECT ${S}artifact_save('{"artifactId":"pitr-a","runId":"pitr-g","threadId":"pitr-t","name":"a.png","mimeType":"image/png","size":4,"createdAt":1}')`);
+  const [r] = await q1(`SELECT ${S}instance_get('pitr-k')->>'providerSandboxId' AS instance,
+      ${S}message_load_thread('pitr-t')->0->>'content' AS message,
+      ${S}generation_run_get('pitr-g')->>'model' AS gen, ${S}artifact_get('pitr-a')->>'name' AS artifact`);
+  pitrExpect(o.a && r.instance === 'sb' && r.message === 'after the restore' && r.gen === 'm' && r.artifact === 'a.png',
+    'PT17 instances, messages, generation runs and artifacts accept a write and read it back');
+  await db.end();
+
+  const failedExpectations = pitrResults.filter((x) => !x.ok).length;
+  const violationsTotal = v.primary + v.restored + v.after;
+  const failed = failedExpectations > 0 || violationsTotal > 0 || stats.failures.length > 0;
+  console.log(`unexpected errors: ${stats.failures.length}`);
+  for (const f of stats.failures.slice(0, 20)) console.log(`  - ${f}`);
+  console.log(`time: ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  console.log(`torture (pitr) result: ${stats.ops} operations; target halfway: ${ackedBefore} answered before, ${inFlight} in flight,`
+    + ` ${ackedAfter.length} answered after (all absent); checker violations ${v.primary} / ${v.restored} / ${v.after}`
+    + ` (primary / restored / restored after more load); ${pitrResults.length - failedExpectations} of ${pitrResults.length} PITR checks;`
+    + ` restore ${restoreSeconds.toFixed(1)} s; fences reissued after the restore: writer ${writerReissued ? 'yes' : 'no'}, lock ${lockReissued ? 'yes' : 'no'}`);
+  process.exit(failed ? 1 : 0);
+}
+
+(MODE === 'pitr' ? pitrMain() : main()).catch(async (err) => {
   console.error(`aborted: ${err.stack || err}`);
   await dropDatabase().catch(() => {});
   console.log(`summary: torture (${MODE}): ${stats.ops} operations (${stats.acked} acknowledged, ${stats.expected} expected errors), ${cycles} crash cycles, ${violations} invariant violations`);

@@ -2,7 +2,8 @@
 #   make run    build, install, start a throwaway cluster, walk through every store
 #   make test   the same set-up, then every suite (short modes of torture and fuzz)
 #   make test-matrix  the suites against PostgreSQL 17 and 18 in Debian chroots (root)
-#   make torture  the long reliability runs: crash cycles, 10^5 fuzz inputs, valgrind
+#   make torture  the long reliability runs: crash cycles, 10^5 fuzz inputs, valgrind, failovers
+#   make test-ha  the high-availability suite alone, long mode (Patroni, etcd, HAProxy)
 #   make bench  benchmarks against baselines into bench/results/ (QUICK=1: a short run)
 
 EXTENSION   = sandbox_persist
@@ -63,7 +64,7 @@ include $(PGXS)
 # changed struct or constant never leaves a stale object behind.
 $(OBJS): $(wildcard src/*.h)
 
-.PHONY: deps run stop test test-matrix test-shards torture bench
+.PHONY: deps run stop test test-matrix test-shards test-ha torture bench
 deps:
 	bash scripts/deps.sh
 run:
@@ -76,6 +77,10 @@ test-matrix:
 	bash scripts/matrix.sh
 test-shards:
 	SANDBOX_PERSIST_SUITES=shards bash scripts/test.sh
+test-ha:
+	bash scripts/deps.sh
+	flock /tmp/sandbox_persist.install.lock sh -c '$(MAKE) -s && $(MAKE) -s install >/dev/null'
+	bash test/ha/run.sh --long
 torture:
 	bash scripts/torture.sh
 bench:

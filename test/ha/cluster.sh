@@ -172,7 +172,14 @@ CFG
 # a leader reachable through HAProxy and for both standbys streaming.
 ha_start() {
     HA_DIR=$1
-    local sync=$2 n
+    local sync=$2 n port
+    # A port already taken (another run, a packaged service) would be mistaken for ours.
+    for port in "$HA_PROXY_PORT" "$HA_ETCD_PORT" "$HA_ETCD_PEER" $(for n in "${HA_NODES[@]}"; do ha_pg_port "$n"; ha_rest_port "$n"; done); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            echo "port $port on 127.0.0.1 is in use: stop what listens there or set SP_HA_PORT_BASE"
+            return 1
+        fi
+    done
     mkdir -p "$HA_DIR"
     chmod 755 "$HA_DIR"
     mkdir -p "$HA_DIR/etcd"

@@ -40,8 +40,15 @@ const READ_POLL_MS = 1000
 const HANG_MS = (poll) => poll + 2000
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
-const violations = []
-const losses = []
+// Each finding once: a later check that finds the same offset or id again adds nothing.
+class Findings extends Array {
+  constructor() { super(); this.keys = new Set() }
+  add(key, text) { if (!this.keys.has(key)) { this.keys.add(key); super.push(text) } }
+  push(...texts) { for (const t of texts) this.add(t, t); return this.length }
+  static get [Symbol.species]() { return Array }
+}
+const violations = new Findings()
+const losses = new Findings()
 const seen = {}   // what callers saw: "store.method: CODE outcomeUnknown=x" -> count
 const slowest = {}   // store.method -> longest call during a failover (ms)
 const events = []   // the adapter's reports (listener.lost, listener.restored, ...)
@@ -140,7 +147,7 @@ async function writer(stop, cycle, state) {
           else losses.push(`failover ${cycle}: the writer's append failed with ${err.code} (its lease or head was lost)`)
           // async: the lease or the head was lost with the commits; start over from the stored head
           const head = await checkpoints.getHead(THREAD)
-          while (acked.length && acked.at(-1) !== head) losses.push(`failover ${cycle}: acknowledged checkpoint ${acked.pop()} lost`)
+          while (acked.length && acked.at(-1) !== head) { const id = acked.pop(); losses.add(`cp ${id}`, `H10 failover ${cycle}: acknowledged checkpoint ${id} is missing`) }
           await acquire(cycle)
           continue
         }
@@ -181,7 +188,7 @@ const startReader = () => (readerDone = (async () => {
     try {
       for await (const { offset, chunk } of durability(RUN).read(from, readerAbort.signal)) {
         const text = JSON.stringify(chunk)
-        if (received.has(offset) && received.get(offset) !== text) violations.push(`H14 reader: offset ${offset} changed`)
+        if (received.has(offset) && received.get(offset) !== text) violations.add(`H14 ${offset} changed`, `H14 reader: PROMISE BROKEN: offset ${offset} changed under the reader`)
         received.set(offset, text)
         lastReceivedAt = Date.now()
         from = offset
@@ -229,19 +236,19 @@ async function checkAll(cycle) {
   await c.connect()
   try {
     const stored = new Set((await c.query(`SELECT checkpoint_id FROM sandbox_persist.checkpoints WHERE thread_id = $1`, [THREAD])).rows.map((r) => r.checkpoint_id))
-    for (const id of acked) if (!stored.has(id)) (ASYNC ? losses : violations).push(`H10 failover ${cycle}: acknowledged checkpoint ${id} is missing`)
+    for (const id of acked) if (!stored.has(id)) (ASYNC ? losses : violations).add(`cp ${id}`, `H10 failover ${cycle}: acknowledged checkpoint ${id} is missing`)
     const snap = await producer.snapshot()
     const log = new Map(snap.map((e) => [e.offset, JSON.stringify(e.chunk)]))
     for (const [offset, text] of appended) {
-      if (log.get(offset) !== text) (ASYNC ? losses : violations).push(`H10 failover ${cycle}: acknowledged chunk at ${offset} ${log.has(offset) ? 'holds other content' : 'is missing'}`)
+      if (log.get(offset) !== text) (ASYNC ? losses : violations).add(`chunk ${offset}`, `H10 failover ${cycle}: acknowledged chunk at ${offset} ${log.has(offset) ? 'holds other content' : 'is missing'}`)
     }
     for (const [offset, text] of received) {
       if (log.has(offset) && log.get(offset) !== text)
-        violations.push(`H14 failover ${cycle}: PROMISE BROKEN: the reader got ${text} at ${offset}, the log now holds ${log.get(offset)} (a reader must never be given a different stream)`)
+        violations.add(`H14 ${offset}`, `H14 failover ${cycle}: PROMISE BROKEN: the reader got ${text} at ${offset}, the log now holds ${log.get(offset)} (a reader must never be given a different stream)`)
     }
     const fences = fencesSeen.map(([f]) => f)
     if (new Set(fences).size !== fences.length)
-      violations.push(`H13 failover ${cycle}: PROMISE BROKEN: a writer fence was handed out twice (${fences.join(', ')}): fences must never repeat across a failover`)
+      violations.add(`H13 ${fences.length}`, `H13 failover ${cycle}: PROMISE BROKEN: a writer fence was handed out twice (${fences.join(', ')}): fences must never repeat across a failover`)
   } finally {
     await c.end()
   }
@@ -313,8 +320,18 @@ console.log('what the adapter\'s callers saw (errors that reached them; idempote
 for (const [k, v] of Object.entries(seen)) console.log(`  ${k}: ${v}`)
 if (Object.keys(seen).length === 0) console.log('  no error')
 console.log(`longest calls across the failovers (ms): ${JSON.stringify(slowest)}`)
-for (const x of losses) console.log(`  lost (asynchronous replication): ${x}`)
-for (const x of violations) console.log(`  VIOLATION ${x}`)
+// The first few of each kind, and how many there were.
+function show(list, label) {
+  const kinds = {}
+  for (const x of list) {
+    const k = x.split(' ')[0]
+    kinds[k] = (kinds[k] || 0) + 1
+    if (kinds[k] <= 5) console.log(`  ${label} ${x}`)
+  }
+  for (const [k, v] of Object.entries(kinds)) if (v > 5) console.log(`  ${label} ${k}: ${v - 5} more`)
+}
+show(losses, 'lost (asynchronous replication):')
+show(violations, 'VIOLATION')
 if (violations.length) exitCode = 1
 console.log(`summary: adapter across failovers (${ASYNC ? 'asynchronous' : 'synchronous'}): ${report.length} failovers, `
   + `${acked.length} checkpoints and ${appended.size} chunks acknowledged, ${losses.length} lost, ${violations.length} violations`)

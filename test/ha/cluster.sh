@@ -248,6 +248,21 @@ ha_kill_leader() {
     echo "$l"
 }
 
+# ha_partition_standbys STOP|CONT: pause or resume the leader's WAL senders
+# (SIGSTOP/SIGCONT): as far as replication goes, a network partition between
+# the primary and its standbys. The primary keeps acknowledging commits (in
+# asynchronous mode) that no standby has; stopping the receivers instead would
+# not do, since the WAL already in their sockets' buffers still arrives.
+ha_partition_standbys() {
+    local sig=$1 l pid w
+    l=$(ha_leader) || return 0
+    [ -f "$HA_DIR/$l/data/postmaster.pid" ] || return 0
+    pid=$(head -1 "$HA_DIR/$l/data/postmaster.pid")
+    for w in $(ps -o pid=,args= --ppid "$pid" | awk '/walsender/ { print $1 }'); do
+        kill -"$sig" "$w" 2>/dev/null || true
+    done
+}
+
 # patronictl switchover to a healthy standby (the synchronous one in synchronous mode).
 ha_switchover() {
     local l target

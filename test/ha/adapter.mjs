@@ -95,16 +95,29 @@ const locks = sp.postgresLocks(pool, { ttlMs: 20000, renewEveryMs: 3000, maxPoll
 const durability = sp.postgresDurability(pool, { fallbackPollMs: READ_POLL_MS, logger })
 
 // --- the checkpoint writer ------------------------------------------------
-const THREAD = 'ha-thread'
-const acked = []   // checkpoint ids answered
+// After an asynchronous failover lost the lease's grant, the old lease row may
+// be back and unexpired (WRITER_CONFLICT for a minute): the writer moves to a
+// fresh thread instead of waiting for it.
+let THREAD = 'ha-thread'
+let restarts = 0
+const acked = []   // checkpoint ids answered, every thread
+let chain = []   // this thread's answered checkpoints, oldest first
 let lease = null
 const fencesSeen = []   // [fence, failover index when acquired]
 let n = 0
 let lastRenew = 0
 async function acquire(cycle) {
-  lease = await timed('checkpoints.acquireWriter', () => checkpoints.acquireWriter(THREAD))
+  try {
+    lease = await timed('checkpoints.acquireWriter', () => checkpoints.acquireWriter(THREAD))
+  } catch (err) {
+    if (!ASYNC || err.code !== 'SANDBOX_SNAPSHOT_WRITER_CONFLICT') throw err
+    losses.add(`conflict ${THREAD}`, `failover ${cycle}: thread ${THREAD} is held by a lease the failover brought back (WRITER_CONFLICT)`)
+    THREAD = `ha-thread-${++restarts}`
+    chain = []
+    lease = await timed('checkpoints.acquireWriter', () => checkpoints.acquireWriter(THREAD))
+  }
   lastRenew = Date.now()
-  fencesSeen.push([lease.fence, cycle])
+  fencesSeen.push([`${THREAD}/${lease.fence}`, cycle])
 }
 // Append until stop.stop; returns how many appends were answered after the failover began.
 async function writer(stop, cycle, state) {
@@ -123,14 +136,15 @@ async function writer(stop, cycle, state) {
     }
     const id = `cp-${++n}`
     const input = () => ({
-      checkpoint: { id, threadId: THREAD, parentCheckpointId: acked.at(-1) ?? null, createdAt: Date.now(), reason: 'automatic', files: [], artifacts: [], conversation: [{ role: 'user', content: id }] },
-      expectedHeadId: acked.at(-1) ?? null,
+      checkpoint: { id, threadId: THREAD, parentCheckpointId: chain.at(-1) ?? null, createdAt: Date.now(), reason: 'automatic', files: [], artifacts: [], conversation: [{ role: 'user', content: id }] },
+      expectedHeadId: chain.at(-1) ?? null,
       writer: lease,
     })
     for (let attempt = 0; ; attempt++) {
       try {
         await timed('checkpoints.append', () => checkpoints.append(input()))
         acked.push(id)
+        chain.push(id)
         if (state.failing) after++
         break
       } catch (err) {
@@ -138,7 +152,7 @@ async function writer(stop, cycle, state) {
         if (err instanceof sp.SandboxPersistConnectionError && err.outcomeUnknown) {
           // The README's advice: read the head back; our id there means it committed.
           const head = await timed('checkpoints.getHead', () => checkpoints.getHead(THREAD)).catch((e) => (note('checkpoints.getHead', e), undefined))
-          if (head === id) { acked.push(id); if (state.failing) after++; break }
+          if (head === id) { acked.push(id); chain.push(id); if (state.failing) after++; break }
           if (head !== undefined) continue
         }
         if (err instanceof sp.SandboxPersistConnectionError) { await sleep(200); continue }
@@ -147,7 +161,8 @@ async function writer(stop, cycle, state) {
           else losses.push(`failover ${cycle}: the writer's append failed with ${err.code} (its lease or head was lost)`)
           // async: the lease or the head was lost with the commits; start over from the stored head
           const head = await checkpoints.getHead(THREAD)
-          while (acked.length && acked.at(-1) !== head) { const id = acked.pop(); losses.add(`cp ${id}`, `H10 failover ${cycle}: acknowledged checkpoint ${id} is missing`) }
+          while (chain.length && chain.at(-1) !== head) { const id = chain.pop(); losses.add(`cp ${id}`, `H10 failover ${cycle}: acknowledged checkpoint ${id} is missing`) }
+          if (ASYNC) { THREAD = `ha-thread-${++restarts}`; chain = [] }
           await acquire(cycle)
           continue
         }
@@ -235,7 +250,7 @@ async function checkAll(cycle) {
   const c = new pg.Client({ database: DB })
   await c.connect()
   try {
-    const stored = new Set((await c.query(`SELECT checkpoint_id FROM sandbox_persist.checkpoints WHERE thread_id = $1`, [THREAD])).rows.map((r) => r.checkpoint_id))
+    const stored = new Set((await c.query(`SELECT checkpoint_id FROM sandbox_persist.checkpoints`)).rows.map((r) => r.checkpoint_id))
     for (const id of acked) if (!stored.has(id)) (ASYNC ? losses : violations).add(`cp ${id}`, `H10 failover ${cycle}: acknowledged checkpoint ${id} is missing`)
     const snap = await producer.snapshot()
     const log = new Map(snap.map((e) => [e.offset, JSON.stringify(e.chunk)]))
@@ -248,7 +263,7 @@ async function checkAll(cycle) {
     }
     const fences = fencesSeen.map(([f]) => f)
     if (new Set(fences).size !== fences.length)
-      violations.add(`H13 ${fences.length}`, `H13 failover ${cycle}: PROMISE BROKEN: a writer fence was handed out twice (${fences.join(', ')}): fences must never repeat across a failover`)
+      violations.add(`H13 ${fences.length}`, `H13 failover ${cycle}: PROMISE BROKEN: a writer fence was handed out twice (thread/fence: ${fences.join(', ')}): fences must never repeat across a failover`)
   } finally {
     await c.end()
   }

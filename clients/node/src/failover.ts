@@ -1,5 +1,5 @@
 /**
- * The adapter across a failover (docs/contract/README.md §6 rule 15): what a
+ * The adapter across a failover (docs/contract/README.md §6 rule 16): what a
  * call that lost its connection reports, and which calls the adapter retries
  * by itself while a new primary takes over.
  *

@@ -3,7 +3,8 @@
 #   make test   the same set-up, then every suite (short modes of torture and fuzz)
 #   make test-pitr  one suite: pgBackRest point-in-time recovery and a standby rebuild
 #   make test-matrix  the suites against PostgreSQL 17 and 18 in Debian chroots (root)
-#   make torture  the long reliability runs: crash cycles, 10^5 fuzz inputs, valgrind
+#   make torture  the long reliability runs: crash cycles, 10^5 fuzz inputs, valgrind, failovers
+#   make test-ha  the high-availability suite alone, long mode (Patroni, etcd, HAProxy)
 #   make bench  benchmarks against baselines into bench/results/ (QUICK=1: a short run)
 
 EXTENSION   = sandbox_persist
@@ -65,7 +66,7 @@ include $(PGXS)
 # changed struct or constant never leaves a stale object behind.
 $(OBJS): $(wildcard src/*.h)
 
-.PHONY: deps run stop test test-matrix test-shards test-pitr torture bench
+.PHONY: deps run stop test test-matrix test-shards test-pitr test-ha torture bench
 deps:
 	bash scripts/deps.sh
 run:
@@ -80,6 +81,10 @@ test-shards:
 	SANDBOX_PERSIST_SUITES=shards bash scripts/test.sh
 test-pitr:
 	SANDBOX_PERSIST_SUITES=pitr bash scripts/test.sh
+test-ha:
+	bash scripts/deps.sh
+	flock /tmp/sandbox_persist.install.lock sh -c '$(MAKE) -s && $(MAKE) -s install >/dev/null'
+	bash test/ha/run.sh --long
 torture:
 	bash scripts/torture.sh
 bench:

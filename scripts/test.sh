@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # make test: set up a throwaway cluster, then run every suite: pg_regress and
 # the isolation specs, the pgTAP suites, the Node adapter, the dump/restore
-# round trip, the fuzzer and the torture run (short modes), and the check that
-# a broken build fails this very script. Each suite prints one "summary:" line
+# round trip, the fuzzer and the torture run (short modes), the high-availability
+# suite (short mode: Patroni, etcd and HAProxy on loopback, one kill -9 failover
+# under the torture load and one under the adapter), and the check that a
+# broken build fails this very script. Each suite prints one "summary:" line
 # with its figures; they are repeated at the end, followed by one closing
 # "N passed, N failed" line. Exits non-zero when any step fails, set-up
 # included; the cluster is stopped on the way out either way.
 #
 # For make test-matrix (scripts/matrix.sh), three settings split one run:
 #   SANDBOX_PERSIST_SUITES    the suites to run, from: regress pgtap node backup upgrade
-#                             fuzz torture broken_build stands_alone vocabulary file_cycles shards
+#                             fuzz torture ha broken_build stands_alone vocabulary file_cycles shards
 #                             monitoring pitr (default: all)
 #   SANDBOX_PERSIST_KEEP_CLUSTER=1   leave the cluster running on exit
 #   SANDBOX_PERSIST_USE_CLUSTER=1    no set-up: use the running cluster named
@@ -17,7 +19,7 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-SUITES=" ${SANDBOX_PERSIST_SUITES:-regress pgtap node backup upgrade fuzz torture broken_build stands_alone vocabulary file_cycles shards monitoring pitr} "
+SUITES=" ${SANDBOX_PERSIST_SUITES:-regress pgtap node backup upgrade fuzz torture ha broken_build stands_alone vocabulary file_cycles shards monitoring pitr} "
 
 if [ -n "${SANDBOX_PERSIST_USE_CLUSTER:-}" ]; then
     export PGHOST PGPORT PGUSER PGDATABASE
@@ -83,6 +85,7 @@ chosen backup && run_suite "dump and restore" bash test/backup/run.sh
 chosen upgrade && run_suite "upgrade from each release" bash test/upgrade/run.sh
 chosen fuzz && run_suite "fuzz (short)" bash test/fuzz/run.sh --short --strict
 chosen torture && run_suite "torture (short)" bash test/torture/run.sh --short
+chosen ha && run_suite "high availability (short: Patroni, etcd, HAProxy)" bash test/ha/run.sh --short
 chosen broken_build && run_suite "a broken build fails make test" bash test/scripts/broken_build.sh
 chosen stands_alone && run_suite "the repository stands alone" bash test/scripts/stands_alone.sh
 chosen vocabulary && run_suite "one vocabulary: C, SQL, Node, docs" bash test/scripts/vocabulary.sh

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make torture: the long modes of the reliability suites, run by hand (not in
 # CI): the torture load with kill -9 crash cycles, the fuzzer with at least
-# 10^5 inputs, and the C paths under valgrind in a cluster of its own. Each
+# 10^5 inputs, the C paths under valgrind in a cluster of its own, and the
+# high-availability suite (synchronous and asynchronous replication, 5 kill -9
+# failovers and a switchover each under the torture load, 3 under the adapter). Each
 # prints one "summary:" line; they are repeated at the end with one closing
 # "N passed, N failed" line. Exits non-zero when any suite fails.
 set -uo pipefail
@@ -23,5 +25,6 @@ export SP_CLUSTER_DIR
 run_suite "torture (long, with crash cycles)" bash test/torture/run.sh --long
 run_suite "fuzz (long)" bash test/fuzz/run.sh --long
 run_suite "valgrind" bash test/valgrind/run.sh
+run_suite "high availability (long)" bash test/ha/run.sh --long
 
 suites_close

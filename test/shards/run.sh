@@ -38,7 +38,9 @@ STORE_SUITES=${STORE_SUITES:-"blobs checkpoints claims generation_runs instances
 #   L16        (two cases) delete or lock lock rows directly
 #   M15, B20, producer-lost
 #              set a setting per session, which does not reach the shards
-NODE_EXCLUDED='L11 a committed release|E15 a committed append|L16 losing the lease row|L16 reaching the local deadline|M15 maintain|B20 objects above|SIGKILL the producer'
+#   H6         holds a row lock in an open transaction to stop a call mid-way: the
+#              router commits each shard call, so nothing waits
+NODE_EXCLUDED='L11 a committed release|E15 a committed append|L16 losing the lease row|L16 reaching the local deadline|M15 maintain|B20 objects above|SIGKILL the producer|H6 a session terminated mid-call'
 
 failures=()
 fail() { failures+=("$1"); echo "FAILED: $1" >&2; }

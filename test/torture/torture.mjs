@@ -9,6 +9,8 @@
 //                                   call log on purpose and require each check to report it
 //   node torture.mjs --pitr         the point-in-time recovery run of test/pitr/run.sh (pitrMain):
 //                                   load, a restore target halfway, restore, the checks there
+//   node torture.mjs --failover     failovers of a replicated cluster instead of crash restarts
+//                                   (test/ha drives it: see "Failover mode" below)
 //
 // Options: --seed N (the random mix; timing still varies), --clients N,
 // --load-ms N, --cycles N. The cluster is the one named by
@@ -28,22 +30,24 @@ import pg from 'pg';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, execFile } from 'node:child_process';
 
 // json and jsonb arrive as text, so chunks and payloads compare byte-exact.
 pg.types.setTypeParser(114, (v) => v);
 pg.types.setTypeParser(3802, (v) => v);
 
 const argv = process.argv.slice(2);
-const MODE = argv.includes('--pitr') ? 'pitr' : argv.includes('--long') ? 'long' : argv.includes('--short') ? 'short' : 'self-test';
+const MODE = argv.includes('--pitr') ? 'pitr' : argv.includes('--failover') ? 'failover' : argv.includes('--long') ? 'long' : argv.includes('--short') ? 'short' : 'self-test';
 const SELF_TEST = MODE === 'short' || argv.includes('--self-test');
 const numArg = (name, dflt) => {
   const i = argv.indexOf(name);
   return i >= 0 ? Number(argv[i + 1]) : dflt;
 };
 const CLIENTS = numArg('--clients', 6);
-const LOAD_MS = numArg('--load-ms', MODE === 'long' ? 60000 : MODE === 'short' ? 20000 : MODE === 'pitr' ? 12000 : 3000);
-const CYCLES = numArg('--cycles', MODE === 'long' ? 6 : 0);
+const LOAD_MS = numArg('--load-ms', MODE === 'long' ? 60000 : MODE === 'short' ? 20000 : MODE === 'pitr' ? 12000 : MODE === 'failover' ? 5000 : 3000);
+// In failover mode: --cycles kill -9 failovers, then --switchovers planned ones.
+const SWITCHOVERS = MODE === 'failover' ? numArg('--switchovers', 1) : 0;
+const CYCLES = numArg('--cycles', MODE === 'long' ? 6 : MODE === 'failover' ? 5 : 0) + SWITCHOVERS;
 const SEED = numArg('--seed', Date.now() % 1000000);
 const DB = process.env.SP_TORTURE_DB || 'sp_torture';
 const ADMIN_DB = process.env.PGDATABASE || 'postgres';
@@ -115,8 +119,12 @@ const EXPECTED_BY_OP = {
   'blob.upload_append': ['SP302', 'SP303'],
   'blob.upload_commit': ['SP302'],
 };
-const isExpected = (op, code) => EXPECTED_ANY.includes(code) || (EXPECTED_BY_OP[op] || []).includes(code);
-const CONNECTION_LOST = /^(57P01|57P02|57P03|08\w{3}|ECONNRESET|EPIPE|ECONNREFUSED|ENOENT)$/;
+// After a failover that lost commits (--replication async), a reader past the
+// new primary's end is told so (class SP4, event logs) rather than given other chunks.
+const isExpected = (op, code) => EXPECTED_ANY.includes(code) || (EXPECTED_BY_OP[op] || []).includes(code)
+  || (ASYNC && op === 'event.read' && /^SP4/.test(code));
+// (25006: a server that went read-only under the caller, a demoted primary in failover mode)
+const CONNECTION_LOST = /^(57P01|57P02|57P03|25006|08\w{3}|ECONNRESET|EPIPE|ECONNREFUSED|ENOENT)$/;
 
 class CrashStop extends Error {}
 
@@ -1081,6 +1089,87 @@ async function restartServer() {
 }
 
 // ---------------------------------------------------------------------------
+// Failover mode (--failover): the cluster named by PGHOST/PGPORT is a proxy in
+// front of a replicated cluster (test/ha: HAProxy, Patroni, etcd).
+// SP_TORTURE_FAILOVER_CMD is called as `CMD kill` (kill -9 of the leader's
+// postmaster), `CMD switchover` (a planned switchover) and `CMD settle` (wait
+// until a leader is writable and every standby streams again). Each of the
+// first two prints the PostgreSQL port of the old leader. A probe writes through
+// the proxy every 100 ms from the moment the action starts; the write
+// unavailability of a failover runs from the last write the old leader took
+// (or the action, when none) to the first write the new leader took.
+// --replication async says acknowledged commits may be lost by design: those
+// losses are counted and reported, while the promises that must hold anyway
+// (FAILOVER_PROMISES: fences and claim epochs never handed out twice, a reader
+// never given a different stream) still fail the run.
+// ---------------------------------------------------------------------------
+const ASYNC = MODE === 'failover' && argv.includes('--replication') && argv[argv.indexOf('--replication') + 1] === 'async';
+const FAILOVER_PROMISES = {
+  writer_fences_monotonic: 'a checkpoint writer fence must never be handed out again after a failover',
+  lock_fences: 'a lock fence must never be handed out again after a failover',
+  run_claim_epochs: 'a run claim epoch must never be handed out again after a failover',
+  event_log_reads: 'a reader resuming after a failover must never be given a different stream',
+};
+const failovers = [];
+
+function failoverCmd(action) {
+  return new Promise((resolve, reject) => {
+    execFile(process.env.SP_TORTURE_FAILOVER_CMD, [action], { timeout: 300000 }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`${process.env.SP_TORTURE_FAILOVER_CMD} ${action} failed: ${err.message} ${stderr}`));
+      else resolve(stdout.toString().trim());
+    });
+  });
+}
+
+// One probe write through the proxy: the port of the server that took it.
+async function probeWrite(n) {
+  const c = new pg.Client({ database: DB, connectionTimeoutMillis: 2000, statement_timeout: 5000, query_timeout: 6000 });
+  c.on('error', () => {});
+  try {
+    await c.connect();
+    const r = await c.query(`SELECT inet_server_port() AS port, ${S}metadata_set('ha-probe', 'k', $1) AS r`, [JSON.stringify({ n })]);
+    return String(r.rows[0].port);
+  } finally {
+    await c.end().catch(() => {});
+  }
+}
+
+// Write through the proxy until a server other than oldPort takes the write.
+async function probeFailover(t0, oldPort, signal) {
+  const seen = {};
+  let lastOld = null;
+  let n = 0;
+  const deadline = t0 + 180000;
+  while (Date.now() < deadline && !signal.stop) {
+    try {
+      const port = await probeWrite(++n);
+      if (port !== oldPort) return { seconds: (Date.now() - (lastOld ?? t0)) / 1000, seen, port };
+      lastOld = Date.now();
+    } catch (err) {
+      const k = err.code || err.message.replace(/[0-9.:]+/g, '#').slice(0, 60);
+      seen[k] = (seen[k] || 0) + 1;
+    }
+    await sleep(100);
+  }
+  throw new Error('no new leader took a write within 180 s of the failover');
+}
+
+// One failover under load: returns what the cycle report prints.
+async function failover(action, load, signal) {
+  const oldPort = await probeWrite(0);
+  const t0 = Date.now();
+  const done = failoverCmd(action);
+  done.catch(() => {});
+  const probe = probeFailover(t0, oldPort, signal);
+  probe.catch(() => {});
+  const old = await done;
+  await load;
+  const p = await probe;
+  await failoverCmd('settle');
+  return { action, old, ...p };
+}
+
+// ---------------------------------------------------------------------------
 // Main.
 // ---------------------------------------------------------------------------
 async function setupDatabase() {
@@ -1110,14 +1199,37 @@ async function dropDatabase() {
 
 let violations = 0;
 let cycles = 0;
+
+// The failover report; in asynchronous mode lost acknowledged calls and the
+// errors that follow from them are reported, and only broken promises fail.
+function reportFailovers(failed) {
+  console.log('failovers:');
+  for (const f of failovers) {
+    console.log(`  ${f.cycle} ${f.action}: unavailable ${f.seconds.toFixed(2)} s, ${f.inflight} in flight, `
+      + `${f.lost} acknowledged-call violations, ${f.broken} broken promises, ${f.errors} unexpected errors`);
+    for (const [k, r] of Object.entries(f.fresh)) {
+      const why = FAILOVER_PROMISES[k] ? `PROMISE BROKEN (${FAILOVER_PROMISES[k]}): ` : (ASYNC ? 'lost in the failover (asynchronous replication): ' : '');
+      for (const x of r.slice(0, 5)) console.log(`    - ${why}${k}: ${x}`);
+    }
+  }
+  if (!ASYNC) return failed;
+  const broken = failovers.reduce((n, f) => n + f.broken, 0);
+  if (broken > 0) {
+    console.log(`asynchronous mode: ${broken} broken failover promises: fences and claim epochs must never repeat`
+      + ' and a resumed reader must never get a different stream, even when the failover lost commits');
+  }
+  if (stats.failures.length > 0) console.log(`asynchronous mode: ${stats.failures.length} unexpected errors reported, not failed (they follow lost commits)`);
+  return broken > 0;
+}
 async function main() {
   const started = Date.now();
   console.log(`torture (${MODE}): seed ${SEED}, ${CLIENTS} load clients + 1 maintenance client, load ${LOAD_MS} ms, ${CYCLES} crash cycles`);
-  if (CYCLES > 0 && !process.env.SP_CLUSTER_DIR) throw new Error('crash cycles need SP_CLUSTER_DIR');
+  if (CYCLES > 0 && MODE !== 'failover' && !process.env.SP_CLUSTER_DIR) throw new Error('crash cycles need SP_CLUSTER_DIR');
+  if (MODE === 'failover' && !process.env.SP_TORTURE_FAILOVER_CMD) throw new Error('failover mode needs SP_TORTURE_FAILOVER_CMD');
   stats.maint = {};
   stats.excused = 0;
   stats.purgeTakeovers = 0;
-  if (MODE === 'long') {
+  if (MODE === 'long' || MODE === 'failover') {
     logPath = path.join(process.env.TMPDIR || '/tmp', `sp_torture_calls.${process.pid}.jsonl`);
     logFile = fs.openSync(logPath, 'w');
     console.log(`answered calls are logged to ${logPath} (removed when the run passes)`);
@@ -1126,11 +1238,19 @@ async function main() {
   const clients = makeClients(CLIENTS);
   // A violation found again by a later check is counted once.
   const distinct = new Set();
+  // per check, the violations first found by the latest checkNow
+  let fresh = {};
   const checkNow = async (label) => {
     const db = await connect(DB);
     const { results } = await runChecks(db, label);
     await db.end();
-    for (const [name, r] of Object.entries(results)) for (const x of r) distinct.add(`${name}: ${x}`);
+    fresh = {};
+    for (const [name, r] of Object.entries(results)) {
+      for (const x of r) {
+        if (!distinct.has(`${name}: ${x}`)) (fresh[name] ||= []).push(x);
+        distinct.add(`${name}: ${x}`);
+      }
+    }
     violations = distinct.size;
   };
   if (MODE !== 'self-test' || LOAD_MS > 0) {
@@ -1140,10 +1260,31 @@ async function main() {
   for (let cycle = 1; cycle <= CYCLES; cycle++) {
     const signal = { stop: false };
     const inflightBefore = log.filter((e) => e.st === 'indet').length;
-    const delay = 1500 + ri(6500);
+    const delay = MODE === 'failover' ? 1000 + ri(2000) : 1500 + ri(6500);
     const load = runLoad(60000, clients, signal);
     await sleep(delay);
     crashing = true;
+    if (MODE === 'failover') {
+      const action = cycle <= CYCLES - SWITCHOVERS ? 'kill' : 'switchover';
+      const failuresBefore = stats.failures.length;
+      const began = Date.now();
+      const f = await failover(action, load, signal);
+      crashing = false;
+      cycles++;
+      const cut = log.filter((e) => e.st === 'indet' && e.ta >= began);
+      const codes = {};
+      for (const e of cut) codes[e.code] = (codes[e.code] || 0) + 1;
+      await checkNow(`after failover ${cycle} (${action})`);
+      const lost = Object.entries(fresh).filter(([k]) => !FAILOVER_PROMISES[k]).reduce((n, [, r]) => n + r.length, 0);
+      const broken = Object.entries(fresh).filter(([k]) => FAILOVER_PROMISES[k]).reduce((n, [, r]) => n + r.length, 0);
+      failovers.push({ cycle, ...f, inflight: cut.length, codes, lost, broken, fresh,
+        errors: stats.failures.length - failuresBefore });
+      console.log(`failover ${cycle} (${action === 'kill' ? 'kill -9 of the leader postmaster' : 'patronictl switchover'}):`
+        + ` old leader port ${f.old}, new ${f.port}; writes unavailable ${f.seconds.toFixed(2)} s;`
+        + ` ${cut.length} calls in flight (codes ${JSON.stringify(codes)}); the probe saw ${JSON.stringify(f.seen)};`
+        + ` ${lost} acknowledged-call violations, ${broken} broken failover promises`);
+      continue;
+    }
     const pid = crashServer();
     if (process.env.SP_TORTURE_DEBUG) console.log(`debug: killed; ops so far ${log.length}; in flight ${clients.map((c) => c.inflight && c.inflight.op).join(",")}`);
     // Every client runs on until its connection fails, so each has a call in
@@ -1165,7 +1306,8 @@ async function main() {
   let selfMissed = 0;
   if (SELF_TEST) selfMissed = await selfTest();
   await dropDatabase();
-  const failed = violations > 0 || stats.failures.length > 0 || selfMissed > 0;
+  let failed = violations > 0 || stats.failures.length > 0 || selfMissed > 0;
+  if (MODE === 'failover') failed = reportFailovers(failed);
   if (logFile) {
     fs.closeSync(logFile);
     if (failed) console.log(`answered calls kept in ${logPath}`);
@@ -1192,7 +1334,18 @@ async function main() {
   for (const f of stats.failures.slice(0, 20)) console.log(`  - ${f}`);
   if (SELF_TEST) console.log(`self-test: ${selfMissed} corruptions went unnoticed`);
   console.log(`time: ${((Date.now() - started) / 1000).toFixed(1)} s`);
-  console.log(`summary: torture (${MODE}): ${stats.ops} operations (${stats.acked} acknowledged, ${stats.expected} expected errors), ${cycles} crash cycles, ${violations} invariant violations`);
+  if (MODE === 'failover') {
+    const u = failovers.map((f) => f.seconds).sort((a, b) => a - b);
+    const med = u.length ? (u.length % 2 ? u[(u.length - 1) / 2] : (u[u.length / 2 - 1] + u[u.length / 2]) / 2) : 0;
+    const lost = failovers.reduce((n, f) => n + f.lost, 0);
+    const broken = failovers.reduce((n, f) => n + f.broken, 0);
+    console.log(`summary: torture (failover, ${ASYNC ? 'asynchronous' : 'synchronous'}): ${stats.ops} operations (${stats.acked} acknowledged), `
+      + `${failovers.filter((f) => f.action === 'kill').length} kill -9 failovers + ${failovers.filter((f) => f.action === 'switchover').length} switchovers, `
+      + `unavailable median ${med.toFixed(2)} s worst ${(u[u.length - 1] ?? 0).toFixed(2)} s, ${lost} acknowledged-call violations, `
+      + `${broken} broken failover promises, ${violations} invariant violations in all`);
+  } else {
+    console.log(`summary: torture (${MODE}): ${stats.ops} operations (${stats.acked} acknowledged, ${stats.expected} expected errors), ${cycles} crash cycles, ${violations} invariant violations`);
+  }
   process.exit(failed ? 1 : 0);
 }
 

@@ -122,6 +122,8 @@ export type SandboxPersistErrorCode =
   | 'ADAPTER_CLOSED'
   /** A blob was overwritten or deleted while its body was read in pieces: read it again. */
   | 'BLOB_VERSION_CHANGED'
+  /** The connection failed under the call (`SandboxPersistConnectionError`, failover.ts): see `outcomeUnknown`. */
+  | 'CONNECTION_LOST'
   | SandboxPersistSetupErrorCode
 
 /**

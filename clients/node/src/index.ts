@@ -56,5 +56,11 @@ export {
   type SandboxPersistErrorCode,
   type SandboxPersistSetupErrorCode,
 } from './errors.js'
+export {
+  SandboxPersistConnectionError,
+  FAILOVER_RETRY_MS,
+  IDEMPOTENT as IDEMPOTENT_FUNCTIONS,
+  type ConnectionLostReason,
+} from './failover.js'
 export type { Queryable } from './internal.js'
 export type * from './types.js'

@@ -5,6 +5,15 @@
  */
 import type pg from 'pg'
 import { translateError, type ErrorContext, isDatabaseError } from './errors.js'
+import {
+  calledFunction,
+  connectionLost,
+  failoverBackoff,
+  FAILOVER_RETRY_MS,
+  IDEMPOTENT,
+  isPoolLike,
+  SandboxPersistConnectionError,
+} from './failover.js'
 
 /** Anything with node-postgres' `query(text, values)`: a `pg.Pool` normally. */
 export interface Queryable {
@@ -18,16 +27,54 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 
 export interface CallOptions extends ErrorContext {
   /**
-   * Also retry failures that carry no SQLSTATE (a dropped connection: the
-   * outcome is unknown). Only for calls that are idempotent on retry.
+   * Also retry after a dropped connection (the outcome is unknown), besides
+   * the functions failover.ts lists as idempotent. Only for calls that are
+   * idempotent on retry.
    */
   retryUnknownOutcome?: boolean
 }
 
 /**
+ * One attempt. Over a pool the connection is taken first, so a failure to
+ * connect (nothing sent) is told apart from one after the statement was sent.
+ */
+async function attemptQuery(
+  db: Queryable,
+  text: string,
+  values: ReadonlyArray<unknown>,
+  phase: { at: 'connect' | 'query' },
+): Promise<pg.QueryResult> {
+  if (!isPoolLike(db)) {
+    phase.at = 'query'
+    return db.query(text, values as unknown[])
+  }
+  phase.at = 'connect'
+  const client = await db.connect()
+  phase.at = 'query'
+  // A checked-out client has no pool listener: its connection's 'error' event
+  // would be unhandled (the failed query reports the failure itself).
+  const ignore = () => undefined
+  client.on('error', ignore)
+  try {
+    const result = (await client.query(text, values as unknown[])) as pg.QueryResult
+    client.release()
+    return result
+  } catch (error) {
+    // A broken connection must not go back to the pool; a database error leaves it usable.
+    client.release(isDatabaseError(error) && connectionLost(error, 'query', 1) === null ? undefined : (error as Error))
+    throw error
+  } finally {
+    client.removeListener('error', ignore)
+  }
+}
+
+/**
  * Run one statement. Serialization failures and deadlocks are retried with a
- * short jittered backoff (a failed call changed nothing); every other error is
- * translated (errors.ts).
+ * short jittered backoff (a failed call changed nothing). A lost connection
+ * becomes `SandboxPersistConnectionError`, after the retries of failover.ts:
+ * over a pool, a call that did not reach a primary is retried, and one whose
+ * outcome is unknown only when it is idempotent by contract, both for up to
+ * FAILOVER_RETRY_MS. Every other error is translated (errors.ts).
  */
 export async function run(
   db: Queryable,
@@ -36,28 +83,32 @@ export async function run(
   options: CallOptions = {},
 ): Promise<pg.QueryResult> {
   let attempt = 0
+  let lostAttempts = 0
+  let lostSince: number | undefined
+  let unknownSeen = false
+  const phase: { at: 'connect' | 'query' } = { at: 'query' }
   for (;;) {
     try {
-      return await db.query(text, values as unknown[])
+      return await attemptQuery(db, text, values, phase)
     } catch (error) {
       attempt += 1
-      const retryable = isDatabaseError(error)
-        ? RETRY_SQLSTATES.has(error.code)
-        : options.retryUnknownOutcome === true && isConnectionError(error)
-      if (retryable && attempt <= MAX_RETRIES) {
+      if (isDatabaseError(error) && RETRY_SQLSTATES.has(error.code) && attempt <= MAX_RETRIES) {
         await sleep(Math.floor(5 * 2 ** attempt * (0.5 + Math.random())))
         continue
       }
-      throw translateError(error, options)
+      const lost = connectionLost(error, phase.at, lostAttempts + 1)
+      if (lost === null) throw translateError(error, options)
+      lostAttempts += 1
+      lostSince ??= Date.now()
+      unknownSeen ||= lost.outcomeUnknown
+      const fn = calledFunction(text)
+      const idempotent = options.retryUnknownOutcome === true || (fn !== null && IDEMPOTENT.has(fn))
+      const retry = isPoolLike(db) && (!lost.outcomeUnknown || idempotent) && Date.now() - lostSince < FAILOVER_RETRY_MS
+      // once one attempt may have committed, the call's outcome stays unknown
+      if (!retry) throw unknownSeen && !lost.outcomeUnknown ? new SandboxPersistConnectionError(lost.reason, true, lostAttempts, error) : lost
+      await sleep(failoverBackoff(lostAttempts))
     }
   }
-}
-
-function isConnectionError(error: unknown): boolean {
-  if (!(error instanceof Error)) return false
-  const code = (error as { code?: unknown }).code
-  if (typeof code === 'string' && /^(ECONNRESET|ECONNREFUSED|EPIPE|ETIMEDOUT|ENOTCONN)$/.test(code)) return true
-  return /Connection terminated|connection timeout|Client has encountered a connection error/i.test(error.message)
 }
 
 /** The single value of a one-row, one-column result (`AS r`). */

@@ -15,6 +15,7 @@ import { performance } from 'node:perf_hooks'
 import type { LockStore } from '@tanstack/ai/locks'
 import { LockAcquireTimeoutError, LockLostError, SandboxPersistError } from './errors.js'
 import { abortReason, checkNumberOption, checkSignal, checkTextId, run, value, type Queryable } from './internal.js'
+import { SandboxPersistConnectionError } from './failover.js'
 import { acquireListener, LOCK_CHANNEL, Waker, type ListenerOptions } from './listener.js'
 
 const SP = 'sandbox_persist'
@@ -125,11 +126,7 @@ export function postgresLocks(pool: Queryable, options: PostgresLockOptions = {}
         if (signal?.aborted) throw abortReason(signal)
         waker.reset()
         const sentAt = performance.now()
-        const lease = await value<{ ownerToken: string; fence: number; expiresAt: number } | null>(
-          pool,
-          `SELECT ${SP}.lock_acquire($1::text, $2::bigint) AS r`,
-          [key, ttlMs],
-        )
+        const lease = await acquireOnce(key)
         if (lease !== null) {
           if (signal?.aborted) {
             // Granted as the caller gave up: hand it straight back.
@@ -149,6 +146,24 @@ export function postgresLocks(pool: Queryable, options: PostgresLockOptions = {}
       }
     } finally {
       unsubscribe()
+    }
+  }
+
+  /**
+   * One lock_acquire. A connection lost under it (a failover) counts as "not
+   * granted" and the wait goes on: an attempt that did commit was granted to
+   * nobody who knows its token, so it simply expires after ttlMs.
+   */
+  async function acquireOnce(key: string): Promise<{ ownerToken: string; fence: number; expiresAt: number } | null> {
+    try {
+      return await value<{ ownerToken: string; fence: number; expiresAt: number } | null>(
+        pool,
+        `SELECT ${SP}.lock_acquire($1::text, $2::bigint) AS r`,
+        [key, ttlMs],
+      )
+    } catch (error) {
+      if (error instanceof SandboxPersistConnectionError) return null
+      throw error
     }
   }
 

@@ -138,9 +138,11 @@ export class SharedListener {
 
   /**
    * Whether the last delivery check saw its NOTIFY come back (true also when
-   * the check is off or could not be sent). Resolves once that check is over.
+   * the check is off or could not be sent). Connects first when needed;
+   * resolves once that check is over.
    */
-  delivering(): Promise<boolean> {
+  async delivering(): Promise<boolean> {
+    await this.ready()
     return this.check
   }
 

@@ -162,8 +162,13 @@ function checkRunId(runId: unknown): string {
   return runId as string
 }
 
-function closedError(): SandboxPersistError {
-  return new SandboxPersistError('ADAPTER_CLOSED', 'This durability factory was closed (close() was called: the server is shutting down).')
+function closedError(ended = false): SandboxPersistError {
+  return new SandboxPersistError(
+    'ADAPTER_CLOSED',
+    ended
+      ? `This durability factory was closed (the server is shutting down): this run's log was already ended with a ${SERVER_SHUTDOWN} chunk.`
+      : 'This durability factory was closed (close() was called: the server is shutting down).',
+  )
 }
 
 /** Settle when `promise` does or after `ms`, whichever is first; true when it settled in time. */
@@ -434,7 +439,7 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
       async append(chunks) {
         if (!Array.isArray(chunks)) throw new TypeError('append expects an array of chunks.')
         // Draining: nothing may follow the shutdown chunk the drain appends.
-        if (closing) throw closedError()
+        if (closing) throw closedError(ended)
         if (chunks.length === 0) return []
         if (!reportedUndefined) reportedUndefined = reportUndefinedMembers(runId, chunks)
         producers.add(producer)

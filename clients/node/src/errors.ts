@@ -371,3 +371,28 @@ export function translateError(error: unknown, context: ErrorContext = {}): unkn
   }
   return error
 }
+
+/**
+ * The HTTP status a route answers for an adapter error it does not handle
+ * itself, from the error's `code`; `undefined` for anything else (a real
+ * 500). 400: the request is malformed; 404: no such log; 409: the run named
+ * by a producer request already exists; 503: this replica is shutting down or
+ * the thread is moving (retry, possibly elsewhere).
+ */
+export function httpStatusOf(error: unknown): number | undefined {
+  const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined
+  if (typeof code !== 'string') return undefined
+  return HTTP_STATUS[code]
+}
+
+const HTTP_STATUS: Record<string, number> = {
+  RUN_ID_REQUIRED: 400,
+  INVALID_RUN_ID: 400,
+  EVENT_LOG_INVALID_OFFSET: 400,
+  EVENT_LOG_OFFSET_OUT_OF_RANGE: 400,
+  EVENT_LOG_NOT_FOUND: 404,
+  RUN_ALREADY_FINISHED: 409,
+  RUN_ALREADY_STARTED: 409,
+  ADAPTER_CLOSED: 503,
+  SANDBOX_THREAD_MOVING: 503,
+}

@@ -55,6 +55,7 @@ export {
   LockAcquireTimeoutError,
   LockLostError,
   translateError,
+  httpStatusOf,
   type SandboxCheckpointErrorCode,
   type SandboxPersistErrorCode,
   type SandboxPersistSetupErrorCode,

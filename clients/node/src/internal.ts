@@ -98,9 +98,10 @@ const typeErrorFactory: IdErrorFactory = (message) => new TypeError(message)
  */
 export function checkTextId(
   input: unknown,
-  what: string,
+  name: string,
   makeError: IdErrorFactory = typeErrorFactory,
 ): string {
+  const what = bothSpellings(name)
   if (typeof input !== 'string') {
     throw makeError(`${what} must be a string, got ${input === null ? 'null' : typeof input}.`)
   }
@@ -111,6 +112,15 @@ export function checkTextId(
     throw makeError(`${what} contains U+0000.`)
   }
   return input
+}
+
+/**
+ * A camelCase argument name with its SQL spelling (`threadId (thread_id)`): the
+ * server's messages name the SQL argument, so a log search finds either.
+ */
+function bothSpellings(name: string): string {
+  const sql = name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)
+  return sql === name || /\s/.test(name) ? name : `${name} (${sql})`
 }
 
 /** Like `checkTextId`, but `undefined`/`null` pass as SQL NULL. */

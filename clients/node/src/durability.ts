@@ -395,11 +395,20 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
       inFlight,
       ended: () => ended,
       async terminate(chunk) {
+        const record = await value<{ status?: string; detachedSince?: number } | null>(
+          pool,
+          `SELECT ${SP}.run_get($1::text) AS r`,
+          [runId],
+        )
+        // A detached run was handed off (a driver elsewhere may take it over): not ours to end.
+        if (record?.detachedSince !== undefined && record.detachedSince !== null) {
+          producers.delete(producer)
+          return
+        }
         await appendRaw([chunk])
         await closeLog()
         ended = true
         producers.delete(producer)
-        const record = await value<{ status?: string } | null>(pool, `SELECT ${SP}.run_get($1::text) AS r`, [runId])
         if (record !== null && !TERMINAL.has(String(record.status))) {
           await run(pool, `SELECT ${SP}.run_update($1::text, $2::json)`, [
             runId,

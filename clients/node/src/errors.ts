@@ -380,12 +380,18 @@ export function translateError(error: unknown, context: ErrorContext = {}): unkn
  * the thread is moving (retry, possibly elsewhere).
  */
 export function httpStatusOf(error: unknown): number | undefined {
-  const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined
-  if (typeof code !== 'string') return undefined
-  return HTTP_STATUS[code]
+  if (typeof error !== 'object' || error === null) return undefined
+  const { code, sqlstate } = error as { code?: unknown; sqlstate?: unknown }
+  const byCode = typeof code === 'string' ? HTTP_STATUS[code] : undefined
+  if (byCode !== undefined) return byCode
+  // The server refused the input (class 22: a bad id, a malformed payload): the request's fault.
+  return typeof sqlstate === 'string' && sqlstate.startsWith('22') ? 400 : undefined
 }
 
 const HTTP_STATUS: Record<string, number> = {
+  /** An id the adapter refused before any call (not a string, U+0000, a lone surrogate). */
+  ERR_INVALID_ARG_TYPE: 400,
+  ERR_INVALID_ARG_VALUE: 400,
   RUN_ID_REQUIRED: 400,
   INVALID_RUN_ID: 400,
   EVENT_LOG_INVALID_OFFSET: 400,

@@ -89,7 +89,11 @@ function isWellFormed(input: string): boolean {
 
 export type IdErrorFactory = (message: string) => Error
 
-const typeErrorFactory: IdErrorFactory = (message) => new TypeError(message)
+/** Bad ids are `TypeError`s with Node's argument codes, so a route can answer 400 (`httpStatusOf`). */
+const typeErrorFactory: IdErrorFactory = (message) =>
+  Object.assign(new TypeError(message), {
+    code: message.includes('must be a string') ? 'ERR_INVALID_ARG_TYPE' : 'ERR_INVALID_ARG_VALUE',
+  })
 
 /**
  * Rule 7: an id sent as a `text` parameter must be a string (node-postgres

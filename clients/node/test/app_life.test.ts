@@ -317,6 +317,14 @@ describe('an app through its life', () => {
       expect(httpStatusOf(error)).toBe(400)
     }
     expect(httpStatusOf(new Error('a bug'))).toBeUndefined()
+    // Ids from a request body: refused by the adapter (a TypeError with a code) or by the server (class 22).
+    const { stores } = postgresPersistence(replicaB)
+    const notString = await stores.messages.loadThread(42 as never).catch((e: unknown) => e)
+    expect(notString).toBeInstanceOf(TypeError)
+    expect(httpStatusOf(notString)).toBe(400)
+    const tooLong = await stores.messages.loadThread('x'.repeat(2_000)).catch((e: unknown) => e)
+    expect((tooLong as { sqlstate?: string }).sqlstate).toBe('22001')
+    expect(httpStatusOf(tooLong)).toBe(400)
   })
 
   it('E25 an idle resumer gets SSE comment heartbeats at the interval; offsets and chunks are untouched', async () => {

@@ -50,6 +50,12 @@ done
 if [ -z "${SANDBOX_PERSIST_NO_NODE:-}" ] && { ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; }; then
     missing+=(nodejs npm)
 fi
+# Its PgBouncer test (clients/node/test/pgbouncer.test.ts) runs Debian's pgbouncer
+# (the test also installs it itself when it is missing).
+if [ -z "${SANDBOX_PERSIST_NO_NODE:-}" ] &&
+    ! dpkg-query -W -f='${Status}' pgbouncer 2>/dev/null | grep -q "install ok installed"; then
+    missing+=(pgbouncer)
+fi
 
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0

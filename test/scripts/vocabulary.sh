@@ -270,7 +270,8 @@ check_all() {
     # adapter raises (never an SP SQLSTATE), which must not collide with one.
     awk '$2 !~ /^SANDBOX_SNAPSHOT_/ { print $2 }' "$t/errors" | sorted >"$t/y"
     ts_union "$ts/errors.ts" SandboxPersistErrorCode >"$t/x"
-    printf '%s\n' ADAPTER_CLOSED BLOB_VERSION_CHANGED CONNECTION_LOST EVENT_LOG_INVALID_OFFSET UNKNOWN_SP_ERROR | sorted >"$t/own"
+    printf '%s\n' ADAPTER_CLOSED BLOB_VERSION_CHANGED CONNECTION_LOST EVENT_LOG_INVALID_OFFSET UNKNOWN_SP_ERROR \
+        RUN_ID_REQUIRED INVALID_RUN_ID RUN_ALREADY_FINISHED RUN_ALREADY_STARTED | sorted >"$t/own"
     { comm -23 "$t/y" "$t/x" | sed 's/^/missing from the union: /'
       comm -13 "$t/y" "$t/x" | comm -23 - "$t/own" | sed 's/^/in the union but neither a server code nor an adapter code: /'; } >"$t/z"
     report_empty "Node: the union SandboxPersistErrorCode has every other server code" "$t/z"

@@ -32,7 +32,12 @@ export async function toRequest(req: http.IncomingMessage): Promise<Request> {
  * was read.
  */
 export async function sendResponse(response: Response, res: http.ServerResponse): Promise<void> {
-  res.writeHead(response.status, Object.fromEntries(response.headers))
+  // Headers.forEach, not Object.fromEntries(headers): that needs the DOM.Iterable lib.
+  const headers: Record<string, string> = {}
+  response.headers.forEach((value, name) => {
+    headers[name] = value
+  })
+  res.writeHead(response.status, headers)
   res.flushHeaders()
   if (response.body === null) return void res.end()
   const reader = response.body.getReader()

@@ -6,7 +6,9 @@
  *
  * Run several copies behind a load balancer: a client that loses its
  * connection resumes on whichever replica it reaches, and gets the rest of the
- * stream exactly once. Start with DATABASE_URL set (or PGHOST/PGPORT/...).
+ * stream exactly once. Start with DATABASE_URL set (or PGHOST/PGPORT/...);
+ * it listens on 127.0.0.1:$PORT (3000) unless HOST says otherwise. On Node 20,
+ * from clients/node: `npm run example` (compiles the examples, then runs this).
  */
 import http from 'node:http'
 import pg from 'pg'
@@ -21,12 +23,14 @@ import {
   type TextAdapter,
 } from '@tanstack/ai'
 import {
+  httpStatusOf,
   postgresCheckpoints,
   postgresDurability,
   postgresLocks,
   postgresMaintenance,
   postgresPersistence,
   postgresSandboxInstances,
+  sseHeartbeats,
   type PostgresPersistenceStores,
 } from '@sandbox-persist/tanstack-ai'
 import { nodeHandler } from './node-http.js'
@@ -102,9 +106,22 @@ function recordRun(stores: PostgresPersistenceStores): ChatMiddleware {
 
 // ------------------------------------------------------------------ handlers (fetch style)
 
+/** Coded adapter errors as 4xx/503 (see the README's "Errors"); anything else is a 500. */
+function errorResponse(error: unknown): Response {
+  const status = httpStatusOf(error)
+  if (status === undefined) throw error
+  const { code, message } = error as { code: string; message: string }
+  return Response.json({ code, message }, { status })
+}
+
 export async function handleChat(request: Request): Promise<Response> {
   const body = (await request.json()) as { threadId: string; messages: Array<ModelMessage> }
-  const log = durability(request) // X-Run-Id names the run; a fresh id otherwise
+  let log
+  try {
+    log = await durability.start(request) // X-Run-Id names the run (409 if it already ran); a fresh id otherwise
+  } catch (error) {
+    return errorResponse(error)
+  }
   const history = await persistence.stores.messages.loadThread(body.threadId)
   const stream = chat({
     adapter: echoAdapter(),
@@ -113,21 +130,27 @@ export async function handleChat(request: Request): Promise<Response> {
     runId: log.runId,
     middleware: [recordRun(persistence.stores)],
   })
-  return toServerSentEventsResponse(stream, {
-    headers: { 'X-Run-Id': log.runId },
-    // batch: chunks per append (default 32); 1 streams every token as it comes.
-    durability: { adapter: log, batch: 1 },
-  })
+  return sseHeartbeats(
+    toServerSentEventsResponse(stream, {
+      headers: { 'X-Run-Id': log.runId },
+      // batch: chunks per append (default 32); 1 streams every token as it comes.
+      durability: { adapter: log, batch: 1 },
+    }),
+  )
 }
 
 export function handleResume(request: Request): Response {
-  // Needs ?runId (or X-Run-Id) and Last-Event-ID (or ?offset); 400 without an offset.
-  return resumeServerSentEventsResponse({ adapter: durability(request) })
+  // Needs ?runId (or X-Run-Id) and Last-Event-ID (or ?offset); 400 without either.
+  try {
+    return sseHeartbeats(resumeServerSentEventsResponse({ adapter: durability(request) }))
+  } catch (error) {
+    return errorResponse(error)
+  }
 }
 
 // ------------------------------------------------------------------ node:http
 
-export function startServer(port = Number(process.env.PORT ?? 3000)): http.Server {
+export function startServer(port = Number(process.env.PORT ?? 3000), host = process.env.HOST ?? '127.0.0.1'): http.Server {
   const server = http.createServer(
     nodeHandler((request) => {
       const url = new URL(request.url)
@@ -135,10 +158,13 @@ export function startServer(port = Number(process.env.PORT ?? 3000)): http.Serve
       return request.method === 'POST' ? handleChat(request) : handleResume(request)
     }),
   )
-  server.listen(port)
+  server.listen(port, host, () => console.log(`listening on http://${host}:${port}/chat`))
+  // Stop accepting, drain (open logs end with SERVER_SHUTDOWN, leases are released),
+  // end the responses still open (their clients resume elsewhere), then end the pool.
   const stop = async () => {
     server.close()
     await Promise.all([locks.close(), durability.close(), maintenance.close()])
+    server.closeAllConnections()
     await pool.end()
   }
   process.once('SIGTERM', () => void stop())

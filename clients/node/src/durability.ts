@@ -10,6 +10,13 @@
  * Every `append` carries this instance's producer id and an increasing
  * producer sequence number, so a retry after an unknown outcome is idempotent.
  *
+ * Shutdown (`close()`) drains: new adapters and appends are refused with
+ * `ADAPTER_CLOSED`, appends in flight finish (within `drainTimeoutMs`), every
+ * log this factory's producers left open gets a terminal `RUN_ERROR` chunk
+ * (`code: 'SERVER_SHUTDOWN'`) and is closed, a non-terminal run record of it
+ * is marked `failed`, and parked readers read once more (so they see those
+ * chunks), then stop with `ADAPTER_CLOSED`. Only then may the app end its pool.
+ *
  * The log is append-only: an adapter is a `StreamDurability`, not an
  * `UpsertableStreamDurability` (nothing that uses this package needs `upsert`,
  * and replacing stored entries would break exactly-once resumption).
@@ -40,6 +47,12 @@ export interface PostgresDurabilityOptions extends ListenerOptions {
   firstChunkDeadlineMs?: number
   /** ... or, when the run record exists and is not terminal, this long (default 120 s). */
   activeRunFirstChunkDeadlineMs?: number
+  /**
+   * How long `close()` waits for appends in flight, for ending the open logs
+   * and for parked readers' last read (default 5000 ms); what is not done by
+   * then is reported as `shutdown.incomplete`.
+   */
+  drainTimeoutMs?: number
 }
 
 /** Where a durability adapter comes from: a run id, a request, or an explicit init. */
@@ -58,14 +71,49 @@ export interface PostgresStreamDurability extends StreamDurability<string> {
  * call it per request, `durability(request)`), plus `close()`.
  */
 export interface PostgresDurabilityFactory extends AsyncDisposable {
+  /**
+   * The adapter for a request, a run id or `{ runId, offset }`, synchronously.
+   * Throws `SandboxPersistError` with `code` `RUN_ID_REQUIRED` (a resume
+   * request names no run), `INVALID_RUN_ID`, `EVENT_LOG_INVALID_OFFSET` (the
+   * request's offset is malformed or another run's) or `ADAPTER_CLOSED`.
+   */
   (source: PostgresDurabilitySource): PostgresStreamDurability
   /**
-   * Release this factory's share of the listener connection (it closes when
-   * nothing else uses it). The pool stays open; adapters already made keep
-   * working (parked readers poll). Idempotent.
+   * The adapter for a producer (a POST that runs the agent). Like calling the
+   * factory, and when the source names its run (`X-Run-Id`, `?runId`, a run
+   * id) that run must not exist yet: a run whose log is closed or whose record
+   * is terminal rejects with `RUN_ALREADY_FINISHED`, a run whose log is open
+   * with `RUN_ALREADY_STARTED` (both: answer 409; the client resumes with GET
+   * or starts a new run without the id). One round trip; a source without a
+   * run id gets a fresh one and none.
+   */
+  start: (source: PostgresDurabilitySource) => Promise<PostgresStreamDurability>
+  /**
+   * Drain, then release this factory's share of the listener connection (it
+   * closes when nothing else uses it): new adapters and appends are refused
+   * (`ADAPTER_CLOSED`), appends in flight finish, logs this factory's
+   * producers left open are ended with a `RUN_ERROR` chunk (`code`
+   * `SERVER_SHUTDOWN`) and closed, their non-terminal runs marked `failed`,
+   * parked readers stop with `ADAPTER_CLOSED` after one last read. Bounded by
+   * `drainTimeoutMs`. The pool stays open: end it after this. Idempotent.
    */
   close: () => Promise<void>
 }
+
+/** What `close()` does to one producer whose log is still open. */
+interface Producer {
+  readonly runId: string
+  /** Appends and closes of this adapter that have not settled. */
+  readonly inFlight: Set<Promise<unknown>>
+  /** The log was closed (by the adapter or by the drain). */
+  ended(): boolean
+  /** Append the shutdown chunk and close the log. */
+  terminate(chunk: StreamChunk): Promise<void>
+}
+
+/** The terminal chunk a drain appends to a log left open (a `RUN_ERROR`, as core writes them). */
+export const SERVER_SHUTDOWN = 'SERVER_SHUTDOWN'
+const SHUTDOWN_MESSAGE = 'The server shut down while this run was streaming; the run did not finish.'
 
 interface ReadResult {
   logId?: number
@@ -104,11 +152,36 @@ function isRequestLike(source: unknown): source is Request {
 }
 
 function checkRunId(runId: unknown): string {
-  checkTextId(runId, 'runId')
+  checkTextId(runId, 'runId', (message) => new SandboxPersistError('INVALID_RUN_ID', `Invalid runId: ${message}`))
   if ((runId as string).length === 0 || /[\r\n]/.test(runId as string)) {
-    throw new Error(`Invalid runId (must be non-empty and contain no CR/LF): ${JSON.stringify(runId)}`)
+    throw new SandboxPersistError(
+      'INVALID_RUN_ID',
+      `Invalid runId (must be non-empty and contain no CR/LF): ${JSON.stringify(runId)}`,
+    )
   }
   return runId as string
+}
+
+function closedError(ended = false): SandboxPersistError {
+  return new SandboxPersistError(
+    'ADAPTER_CLOSED',
+    ended
+      ? `This durability factory was closed (the server is shutting down): this run's log was already ended with a ${SERVER_SHUTDOWN} chunk.`
+      : 'This durability factory was closed (close() was called: the server is shutting down).',
+  )
+}
+
+/** Settle when `promise` does or after `ms`, whichever is first; true when it settled in time. */
+async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), Math.max(0, ms))
+  })
+  try {
+    return await Promise.race([promise.then(() => true, () => true), late])
+  } finally {
+    clearTimeout(timer)
+  }
 }
 
 /**
@@ -146,34 +219,130 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
     (n) => n >= 0,
     'first-chunk deadlines must be >= 0.',
   )
+  const drainTimeoutMs = checkNumberOption(
+    options.drainTimeoutMs ?? 5_000,
+    'drainTimeoutMs',
+    (n) => Number.isFinite(n) && n >= 0,
+    `drainTimeoutMs must be >= 0, got ${options.drainTimeoutMs}.`,
+  )
   const handle = acquireListener(pool, options)
   const listener = handle.listener
-  const close = () => handle.release()
-  return Object.assign(makeAdapter, { close, [Symbol.asyncDispose]: close })
+  /** Set by close(): no new adapter, append or park. */
+  let closing = false
+  /** Set once the drain has ended the open logs: parked readers stop after one more read. */
+  let readersReleased = false
+  let drained: Promise<void> | undefined
+  const producers = new Set<Producer>()
+  /** The wakers of parked readers, and the promises that settle when each read ends. */
+  const readers = new Map<Waker, Promise<void>>()
+  const close = () => (drained ??= drain())
+  return Object.assign(makeAdapter, { start, close, [Symbol.asyncDispose]: close })
 
   function makeAdapter(source: PostgresDurabilitySource): PostgresStreamDurability {
+    return resolveSource(source).adapter
+  }
+
+  function resolveSource(source: PostgresDurabilitySource): { adapter: PostgresStreamDurability; named: boolean } {
+    if (closing) throw closedError()
     let runId: string
     let resumeOffset: string | null
+    let named = true
     if (typeof source === 'string') {
       runId = checkRunId(source)
       resumeOffset = null
     } else if (isRequestLike(source)) {
       resumeOffset = readResumeOffset(source)
-      const named = resolveResumeRunId(source)
-      if (named === null) {
+      const fromRequest = resolveResumeRunId(source)
+      if (fromRequest === null) {
         if (resumeOffset !== null) {
-          throw new Error('A resume request must name its run with the X-Run-Id header or ?runId: sandbox_persist offsets do not carry the run id.')
+          throw new SandboxPersistError(
+            'RUN_ID_REQUIRED',
+            'A resume request must name its run with the X-Run-Id header or ?runId: sandbox_persist offsets do not carry the run id.',
+          )
         }
         runId = randomUUID()
+        named = false
       } else {
-        runId = checkRunId(named)
+        runId = checkRunId(fromRequest)
       }
     } else {
       const init = source as { runId: string; offset?: string | null }
       runId = checkRunId(init?.runId)
       resumeOffset = init.offset ?? null
     }
-    return createDurability(runId, resumeOffset)
+    return { adapter: createDurability(runId, resumeOffset), named }
+  }
+
+  async function start(source: PostgresDurabilitySource): Promise<PostgresStreamDurability> {
+    const { adapter, named } = resolveSource(source)
+    if (!named) return adapter
+    const state = await run(
+      pool,
+      `SELECT ${SP}.event_log_read($1::text, 0::bigint, 0) AS log, ${SP}.run_get($1::text) AS run`,
+      [adapter.runId],
+    )
+    const row = state.rows[0] as { log: ReadResult | null; run: { status?: string } | null } | undefined
+    const log = row?.log ?? null
+    const record = row?.run ?? null
+    const id = JSON.stringify(adapter.runId)
+    if ((log?.exists && log.closed) || (record !== null && TERMINAL.has(String(record.status)))) {
+      throw new SandboxPersistError(
+        'RUN_ALREADY_FINISHED',
+        `Run ${id} has already finished: a new message starts a new run (send no X-Run-Id, or a new one); to read this run again, resume it (GET with Last-Event-ID or ?offset).`,
+      )
+    }
+    if (log?.exists) {
+      throw new SandboxPersistError(
+        'RUN_ALREADY_STARTED',
+        `Run ${id} is already streaming from another request: resume it (GET with Last-Event-ID or ?offset) instead of starting it again.`,
+      )
+    }
+    return adapter
+  }
+
+  /** close(): see PostgresDurabilityFactory.close. */
+  async function drain(): Promise<void> {
+    closing = true
+    const deadline = performance.now() + drainTimeoutMs
+    const left = () => deadline - performance.now()
+    const unfinished: Array<string> = []
+    try {
+      const pending = [...producers].flatMap((p) => [...p.inFlight])
+      if (!(await within(Promise.allSettled(pending), left()))) unfinished.push('appends in flight')
+      const open = [...producers].filter((p) => !p.ended())
+      const chunk = (): StreamChunk =>
+        ({
+          type: 'RUN_ERROR',
+          timestamp: Date.now(),
+          message: SHUTDOWN_MESSAGE,
+          code: SERVER_SHUTDOWN,
+          error: { message: SHUTDOWN_MESSAGE, code: SERVER_SHUTDOWN },
+        }) as StreamChunk
+      const ended = open.map(async (p) => {
+        try {
+          await p.terminate(chunk())
+        } catch (error) {
+          unfinished.push(`run ${JSON.stringify(p.runId)}`)
+          handle.report('shutdown.incomplete', `ending the log of run ${JSON.stringify(p.runId)} at shutdown failed; its resumers wait for maintenance to end it`, {
+            runId: p.runId,
+            error,
+          })
+        }
+      })
+      if (!(await within(Promise.all(ended), left()))) unfinished.push('ending open logs')
+      readersReleased = true
+      for (const waker of readers.keys()) waker.wake()
+      if (!(await within(Promise.allSettled([...readers.values()]), left()))) unfinished.push('parked readers')
+      if (unfinished.length > 0) {
+        handle.report(
+          'shutdown.incomplete',
+          `close() did not finish within drainTimeoutMs (${drainTimeoutMs} ms) or failed: ${unfinished.join(', ')}`,
+          { drainTimeoutMs, unfinished },
+        )
+      }
+    } finally {
+      await handle.release()
+    }
   }
 
   /** JSON drops members whose value is `undefined`: say so, once per adapter. */
@@ -197,7 +366,58 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
     const producerId = randomUUID()
     let producerSeq = 0
     let reportedUndefined = false
+    let ended = false
+    const inFlight = new Set<Promise<unknown>>()
     const format = (seq: number) => `v1.${tag}.${seq}`
+
+    /** Run one write of this producer, visible to the drain while it is in flight. */
+    const track = async <T>(write: Promise<T>): Promise<T> => {
+      inFlight.add(write)
+      try {
+        return await write
+      } finally {
+        inFlight.delete(write)
+      }
+    }
+    const appendRaw = (chunks: ReadonlyArray<unknown>) => {
+      producerSeq += 1
+      return value<Array<number>>(
+        pool,
+        `SELECT ${SP}.event_log_append($1::text, $2::json, $3::json) AS r`,
+        [runId, json(chunks), JSON.stringify({ producerId, producerSeq })],
+        // Same producerId/producerSeq: the server returns the same numbers.
+        { retryUnknownOutcome: true },
+      )
+    }
+    const closeLog = () => run(pool, `SELECT ${SP}.event_log_close($1::text)`, [runId], { retryUnknownOutcome: true })
+    const producer: Producer = {
+      runId,
+      inFlight,
+      ended: () => ended,
+      async terminate(chunk) {
+        const record = await value<{ status?: string; detachedSince?: number } | null>(
+          pool,
+          `SELECT ${SP}.run_get($1::text) AS r`,
+          [runId],
+        )
+        // A detached run was handed off (a driver elsewhere may take it over): not ours to end.
+        if (record?.detachedSince !== undefined && record.detachedSince !== null) {
+          producers.delete(producer)
+          return
+        }
+        await appendRaw([chunk])
+        await closeLog()
+        ended = true
+        producers.delete(producer)
+        if (record !== null && !TERMINAL.has(String(record.status))) {
+          await run(pool, `SELECT ${SP}.run_update($1::text, $2::json)`, [
+            runId,
+            JSON.stringify({ status: 'failed', finishedAt: Date.now(), error: { message: SHUTDOWN_MESSAGE, code: SERVER_SHUTDOWN } }),
+          ])
+        }
+      },
+    }
+    if (resumeOffset !== null && resumeOffset !== '-1' && resumeOffset !== 'now') parseOffset(resumeOffset)
 
     function parseOffset(offset: string): number {
       const match = /^v1\.([0-9a-f]{12})\.([1-9][0-9]*)$/.exec(offset)
@@ -227,16 +447,12 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
 
       async append(chunks) {
         if (!Array.isArray(chunks)) throw new TypeError('append expects an array of chunks.')
+        // Draining: nothing may follow the shutdown chunk the drain appends.
+        if (closing) throw closedError(ended)
         if (chunks.length === 0) return []
         if (!reportedUndefined) reportedUndefined = reportUndefinedMembers(runId, chunks)
-        producerSeq += 1
-        const seqs = await value<Array<number>>(
-          pool,
-          `SELECT ${SP}.event_log_append($1::text, $2::json, $3::json) AS r`,
-          [runId, json(chunks), JSON.stringify({ producerId, producerSeq })],
-          // Same producerId/producerSeq: the server returns the same numbers.
-          { retryUnknownOutcome: true },
-        )
+        producers.add(producer)
+        const seqs = await track(appendRaw(chunks))
         if (!Array.isArray(seqs) || seqs.length !== chunks.length) {
           throw new Error(`event_log_append returned ${Array.isArray(seqs) ? seqs.length : 'no'} sequence numbers for ${chunks.length} chunks.`)
         }
@@ -248,7 +464,12 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
       },
 
       async close() {
-        await run(pool, `SELECT ${SP}.event_log_close($1::text)`, [runId], { retryUnknownOutcome: true })
+        // Draining: the drain ends every open log of this factory, behind its
+        // shutdown chunk (closing it here first would end readers before it).
+        if (closing) return
+        await track(closeLog())
+        ended = true
+        producers.delete(producer)
       },
 
       async snapshot() {
@@ -274,6 +495,8 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
       const unsubscribe = listener.subscribe(EVENT_LOG_CHANNEL, (payload) => {
         if (payload === null || logId === undefined || payload === String(logId)) waker.wake()
       })
+      let exited!: () => void
+      readers.set(waker, new Promise<void>((resolve) => (exited = resolve)))
       try {
         await listener.ready()
         if (offset === 'now') {
@@ -295,6 +518,8 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
           }
           if (page.entries.length >= pageSize) continue
           if (page.closed && after >= page.tail) return
+          // Shutting down: this was the last read (it saw the drain's chunks).
+          if (readersReleased) throw closedError()
           if (!page.exists && fromStart) {
             if (firstChunkDeadline === undefined) {
               const record = await value<{ status?: string } | null>(pool, `SELECT ${SP}.run_get($1::text) AS r`, [runId])
@@ -318,6 +543,8 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
         }
       } finally {
         unsubscribe()
+        readers.delete(waker)
+        exited()
       }
     }
   }

@@ -118,8 +118,16 @@ export type SandboxPersistErrorCode =
   | 'SANDBOX_THREAD_MOVING'
   /** A class-SP error this package does not know yet (a newer extension): `sqlstate` tells which. */
   | 'UNKNOWN_SP_ERROR'
-  /** The store was closed with `close()`. */
+  /** The store was closed with `close()` (or is draining for a shutdown): a route answers 503. */
   | 'ADAPTER_CLOSED'
+  /** A resume request does not name its run (no `X-Run-Id` / `?runId`): a route answers 400. */
+  | 'RUN_ID_REQUIRED'
+  /** A run id that is not a non-empty string free of CR, LF, U+0000 and lone surrogates: 400. */
+  | 'INVALID_RUN_ID'
+  /** A producer request names a run whose log is closed or whose record is terminal: 409. */
+  | 'RUN_ALREADY_FINISHED'
+  /** A producer request names a run whose log is open (another producer has it): 409, resume instead. */
+  | 'RUN_ALREADY_STARTED'
   /** A blob was overwritten or deleted while its body was read in pieces: read it again. */
   | 'BLOB_VERSION_CHANGED'
   /** The connection failed under the call (`SandboxPersistConnectionError`, failover.ts): see `outcomeUnknown`. */
@@ -129,7 +137,8 @@ export type SandboxPersistErrorCode =
 /**
  * Any other class-SP error of the extension (RUN_EPOCH_NOT_INCREASING,
  * BLOB_*, EVENT_LOG_*, CLIENT_CLOCK_NOT_ALLOWED, ...), and the adapter's own
- * (ADAPTER_CLOSED, EVENT_LOG_INVALID_OFFSET, BLOB_VERSION_CHANGED): an `Error` whose `code` is the
+ * (ADAPTER_CLOSED, EVENT_LOG_INVALID_OFFSET, BLOB_VERSION_CHANGED, RUN_ID_REQUIRED,
+ * INVALID_RUN_ID, RUN_ALREADY_FINISHED, RUN_ALREADY_STARTED): an `Error` whose `code` is the
  * contract's code name. The driver error, when there is one, is `cause`.
  */
 export class SandboxPersistError extends Error {
@@ -173,16 +182,18 @@ export class LockAcquireTimeoutError extends Error {
   }
 }
 
-/** The abort reason of a `withLock` signal once ownership is not guaranteed [L16]. */
+/** The abort reason of a `withLock` signal once ownership is not guaranteed [L16], or the store closes under it. */
 export class LockLostError extends Error {
   readonly code = 'LOCK_LOST'
   readonly key: string
-  readonly why: 'lost' | 'deadline'
-  constructor(key: string, why: 'lost' | 'deadline') {
+  readonly why: 'lost' | 'deadline' | 'closed'
+  constructor(key: string, why: 'lost' | 'deadline' | 'closed') {
     super(
       why === 'lost'
         ? `Lock ${JSON.stringify(key)} was lost: the lease expired or was taken over.`
-        : `Lock ${JSON.stringify(key)} can no longer be guaranteed: no renewal was confirmed before the local deadline.`,
+        : why === 'closed'
+          ? `Lock ${JSON.stringify(key)} is being released: the lock store was closed and fn did not finish within closeTimeoutMs.`
+          : `Lock ${JSON.stringify(key)} can no longer be guaranteed: no renewal was confirmed before the local deadline.`,
     )
     this.name = 'LockLostError'
     this.key = key
@@ -361,4 +372,35 @@ export function translateError(error: unknown, context: ErrorContext = {}): unkn
     return decorate(new TypeError(message, { cause: error }), sqlstate, detail)
   }
   return error
+}
+
+/**
+ * The HTTP status a route answers for an adapter error it does not handle
+ * itself, from the error's `code`; `undefined` for anything else (a real
+ * 500). 400: the request is malformed; 404: no such log; 409: the run named
+ * by a producer request already exists; 503: this replica is shutting down or
+ * the thread is moving (retry, possibly elsewhere).
+ */
+export function httpStatusOf(error: unknown): number | undefined {
+  if (typeof error !== 'object' || error === null) return undefined
+  const { code, sqlstate } = error as { code?: unknown; sqlstate?: unknown }
+  const byCode = typeof code === 'string' ? HTTP_STATUS[code] : undefined
+  if (byCode !== undefined) return byCode
+  // The server refused the input (class 22: a bad id, a malformed payload): the request's fault.
+  return typeof sqlstate === 'string' && sqlstate.startsWith('22') ? 400 : undefined
+}
+
+const HTTP_STATUS: Record<string, number> = {
+  /** An id the adapter refused before any call (not a string, U+0000, a lone surrogate). */
+  ERR_INVALID_ARG_TYPE: 400,
+  ERR_INVALID_ARG_VALUE: 400,
+  RUN_ID_REQUIRED: 400,
+  INVALID_RUN_ID: 400,
+  EVENT_LOG_INVALID_OFFSET: 400,
+  EVENT_LOG_OFFSET_OUT_OF_RANGE: 400,
+  EVENT_LOG_NOT_FOUND: 404,
+  RUN_ALREADY_FINISHED: 409,
+  RUN_ALREADY_STARTED: 409,
+  ADAPTER_CLOSED: 503,
+  SANDBOX_THREAD_MOVING: 503,
 }

@@ -7,6 +7,7 @@
  *   postgresCheckpoints(pool, opts)  fork-capable checkpoint store with writer leases
  *   postgresLocks(pool, opts)        LockStore (lease table, LISTEN/NOTIFY wake-ups)
  *   postgresDurability(pool, opts)   StreamDurability factory over the event log
+ *   sseHeartbeats(response, opts)    SSE comment heartbeats for idle streams
  */
 export {
   postgresPersistence,
@@ -24,11 +25,13 @@ export { postgresLocks, type PostgresLockOptions, type PostgresLockStore, type W
 export {
   postgresDurability,
   runTag,
+  SERVER_SHUTDOWN,
   type PostgresDurabilityFactory,
   type PostgresDurabilityOptions,
   type PostgresDurabilitySource,
   type PostgresStreamDurability,
 } from './durability.js'
+export { sseHeartbeats, DEFAULT_HEARTBEAT_MS, type SseHeartbeatOptions } from './heartbeat.js'
 export { postgresMaintenance, type PostgresMaintenance, type ReaperWakeup } from './maintenance.js'
 export { closeSharedListeners, type ListenerOptions } from './listener.js'
 export {
@@ -52,6 +55,7 @@ export {
   LockAcquireTimeoutError,
   LockLostError,
   translateError,
+  httpStatusOf,
   type SandboxCheckpointErrorCode,
   type SandboxPersistErrorCode,
   type SandboxPersistSetupErrorCode,

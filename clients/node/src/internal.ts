@@ -140,7 +140,11 @@ function isWellFormed(input: string): boolean {
 
 export type IdErrorFactory = (message: string) => Error
 
-const typeErrorFactory: IdErrorFactory = (message) => new TypeError(message)
+/** Bad ids are `TypeError`s with Node's argument codes, so a route can answer 400 (`httpStatusOf`). */
+const typeErrorFactory: IdErrorFactory = (message) =>
+  Object.assign(new TypeError(message), {
+    code: message.includes('must be a string') ? 'ERR_INVALID_ARG_TYPE' : 'ERR_INVALID_ARG_VALUE',
+  })
 
 /**
  * Rule 7: an id sent as a `text` parameter must be a string (node-postgres
@@ -149,9 +153,10 @@ const typeErrorFactory: IdErrorFactory = (message) => new TypeError(message)
  */
 export function checkTextId(
   input: unknown,
-  what: string,
+  name: string,
   makeError: IdErrorFactory = typeErrorFactory,
 ): string {
+  const what = bothSpellings(name)
   if (typeof input !== 'string') {
     throw makeError(`${what} must be a string, got ${input === null ? 'null' : typeof input}.`)
   }
@@ -162,6 +167,15 @@ export function checkTextId(
     throw makeError(`${what} contains U+0000.`)
   }
   return input
+}
+
+/**
+ * A camelCase argument name with its SQL spelling (`threadId (thread_id)`): the
+ * server's messages name the SQL argument, so a log search finds either.
+ */
+function bothSpellings(name: string): string {
+  const sql = name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)
+  return sql === name || /\s/.test(name) ? name : `${name} (${sql})`
 }
 
 /** Like `checkTextId`, but `undefined`/`null` pass as SQL NULL. */

@@ -8,8 +8,17 @@
  * woken once, since anything may have been missed. The connection's socket is
  * unreferenced, so an idle listener never keeps the process alive; it keeps
  * reading (draining the server's notification queue) for as long as it is open.
+ *
+ * After every LISTEN the listener checks that notifications really arrive: it
+ * sends one NOTIFY through the pool (the path the extension's own NOTIFYs
+ * take) and expects it back on the LISTEN connection within `listenerCheckMs`.
+ * Behind a transaction pooler LISTEN "succeeds" on a pooled server connection
+ * whose notifications never reach this client; the check turns that silent
+ * fallback to polling into a `listener.not_delivering` report with the fix.
  */
+import { randomUUID } from 'node:crypto'
 import pg from 'pg'
+import { checkNumberOption, type Queryable } from './internal.js'
 import { report, type SandboxPersistEvent, type SandboxPersistLogger } from './log.js'
 
 export const LOCK_CHANNEL = 'sandbox_persist_lock'
@@ -32,9 +41,18 @@ export interface ListenerOptions {
    * They are also published on the diagnostics channel `sandbox-persist:adapter`.
    */
   logger?: SandboxPersistLogger
+  /**
+   * How long a NOTIFY sent through the pool may take to come back on the LISTEN
+   * connection before `listener.not_delivering` is reported (default 2000 ms;
+   * 0 turns the check off). The first factory of a listener decides.
+   */
+  listenerCheckMs?: number
 }
 
 const RETRY_AFTER_FAILURE_MS = 1000
+const DEFAULT_CHECK_MS = 2000
+/** Payload prefix of the delivery check; lock payloads are MD5 hex, so they never collide. */
+const CHECK_PAYLOAD_PREFIX = 'check.'
 /** How long `close()` waits for the server to acknowledge the end before it drops the socket. */
 const END_TIMEOUT_MS = 1000
 
@@ -97,17 +115,76 @@ export class SharedListener {
   private closed = false
   private readonly handlers = new Map<string, Set<NotificationHandler>>()
   private readonly handles = new Set<ListenerHandle>()
+  /** Where the delivery check sends its NOTIFY: the pool of a factory using this listener. */
+  private via: Queryable | undefined
+  private checkMs = DEFAULT_CHECK_MS
+  private checkToken: string | undefined
+  private checkArrived: (() => void) | undefined
+  private check: Promise<boolean> = Promise.resolve(true)
 
   constructor(
     private readonly factory: () => pg.Client,
     private readonly onEmpty: (listener: SharedListener) => void = () => undefined,
   ) {}
 
-  /** A share of this listener for one factory result. */
-  acquire(logger: SandboxPersistLogger | undefined): ListenerHandle {
+  /** A share of this listener for one factory result; `via` is that factory's pool. */
+  acquire(logger: SandboxPersistLogger | undefined, via?: Queryable, checkMs?: number): ListenerHandle {
     const handle = new ListenerHandle(this, logger)
+    if (this.handles.size === 0 && checkMs !== undefined) this.checkMs = checkMs
     this.handles.add(handle)
+    if (via !== undefined && typeof via.query === 'function') this.via ??= via
     return handle
+  }
+
+  /**
+   * Whether the last delivery check saw its NOTIFY come back (true also when
+   * the check is off or could not be sent). Connects first when needed;
+   * resolves once that check is over.
+   */
+  async delivering(): Promise<boolean> {
+    await this.ready()
+    return this.check
+  }
+
+  /** Send one NOTIFY through the pool and wait for it on `client` (see the module comment). */
+  private async verify(client: pg.Client): Promise<boolean> {
+    const via = this.via
+    if (via === undefined || this.checkMs <= 0) return true
+    const token = `${CHECK_PAYLOAD_PREFIX}${randomUUID()}`
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const arrived = new Promise<boolean>((resolve) => {
+      this.checkToken = token
+      this.checkArrived = () => resolve(true)
+      timer = setTimeout(() => resolve(false), this.checkMs)
+      timer.unref?.()
+    })
+    try {
+      await via.query('SELECT pg_catalog.pg_notify($1, $2)', [LOCK_CHANNEL, token])
+    } catch {
+      // The pool is down or ended: nothing to conclude about the listener.
+      clearTimeout(timer)
+      return true
+    }
+    const ok = await arrived
+    clearTimeout(timer)
+    if (this.checkToken === token) {
+      this.checkToken = undefined
+      this.checkArrived = undefined
+    }
+    if (!ok && this.client === client && !this.closed) {
+      this.report(
+        'listener.not_delivering',
+        `a NOTIFY sent through the pool did not arrive on the LISTEN connection within ${this.checkMs} ms, so lock and ` +
+          'stream hand-offs fall back to polling (resumers lag up to fallbackPollMs, lock waiters up to maxPollMs). ' +
+          'The listener most likely goes through a transaction pooler such as PgBouncer, which accepts LISTEN on a ' +
+          "pooled server connection and never forwards its notifications (PgBouncer logs \"got packet 'A' from server " +
+          'when not linked"), or it reaches another database than the pool. Fix: pass listenerConnectionString (a ' +
+          'direct URL to the primary, not through the pooler) or listenerClient to postgresLocks / postgresDurability / ' +
+          'postgresMaintenance.',
+        { checkMs: this.checkMs },
+      )
+    }
+    return ok
   }
 
   /** Drop a share; closes the connection when none is left. */
@@ -172,6 +249,7 @@ export class SharedListener {
       }
       // Anything sent while we were not listening is lost: wake everyone once.
       for (const set of this.handlers.values()) for (const handler of [...set]) handler(null)
+      this.check = this.verify(client).catch(() => true)
       return true
     } catch (error) {
       this.lastFailure = Date.now()
@@ -183,7 +261,7 @@ export class SharedListener {
         this.report(
           'listener.connect_failed',
           'could not open the LISTEN connection; waiters fall back to polling (slower hand-offs) and it is retried. ' +
-            'Behind a transaction pooler, pass listenerConnectionString or listenerClient.',
+            connectFailureHint(error),
           { error },
         )
       }
@@ -197,6 +275,11 @@ export class SharedListener {
   }
 
   private dispatch(channel: string, payload: string): void {
+    if (channel === LOCK_CHANNEL && payload.startsWith(CHECK_PAYLOAD_PREFIX)) {
+      // A delivery check (ours or another process's): never a lock hand-off.
+      if (payload === this.checkToken) this.checkArrived?.()
+      return
+    }
     const set = this.handlers.get(channel)
     if (set === undefined) return
     for (const handler of [...set]) {
@@ -236,6 +319,29 @@ export class SharedListener {
     if (client !== undefined) await endClient(client)
     if (this.connecting !== undefined) await this.connecting.catch(() => false)
   }
+}
+
+/**
+ * What a failed listener connect most likely means, from the error: the
+ * PgBouncer advice only when a pooler is plausible (it answered, or refused a
+ * feature), not when the server is down or the address is wrong.
+ */
+export function connectFailureHint(error: unknown): string {
+  const code = typeof (error as { code?: unknown })?.code === 'string' ? (error as { code: string }).code : ''
+  const message = error instanceof Error ? error.message : String(error)
+  if (/^(ECONNREFUSED|ENOENT|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ECONNRESET)$/.test(code)) {
+    return 'Nothing answered at that address: is the database up, and are the host and port (of listenerConnectionString, when given) right?'
+  }
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
+    return 'The host name does not resolve: check the host of the pool (or of listenerConnectionString).'
+  }
+  if (/^28/.test(code)) return 'The server refused the credentials: check the user and password the listener connects with.'
+  if (code === '3D000') return 'That database does not exist: check the database name the listener connects to.'
+  if (/^57P0/.test(code)) return 'The server is starting up or shutting down; the connection is retried.'
+  if (code === '08P01' || code === '0A000' || /pgbouncer|pooler|pgcat|odyssey/i.test(message)) {
+    return 'The server refused LISTEN as a pooler does: pass listenerConnectionString (a direct URL to the primary) or listenerClient.'
+  }
+  return 'Check the connection settings of the pool (or listenerConnectionString / listenerClient, when given).'
 }
 
 const listeners = new Map<string, SharedListener>()
@@ -323,7 +429,12 @@ export function sharedListener(pool: unknown, options: ListenerOptions = {}): Sh
 
 /** A share of the shared listener for one factory result (see `ListenerHandle.release`). */
 export function acquireListener(pool: unknown, options: ListenerOptions = {}): ListenerHandle {
-  return sharedListener(pool, options).acquire(options.logger)
+  const checkMs =
+    options.listenerCheckMs === undefined
+      ? undefined
+      : checkNumberOption(options.listenerCheckMs, 'listenerCheckMs', (n) => Number.isFinite(n) && n >= 0,
+          `listenerCheckMs must be >= 0, got ${options.listenerCheckMs}.`)
+  return sharedListener(pool, options).acquire(options.logger, pool as Queryable, checkMs)
 }
 
 /**

@@ -9,6 +9,11 @@
  * the local deadline (send time of the last successful acquire or renew + ttl −
  * safety margin, on the monotonic clock) passed without a confirmed renewal.
  * The lease is always released afterwards, also when `fn` throws.
+ *
+ * `close()` drains: waiters stop at once with `ADAPTER_CLOSED`; holders get
+ * `closeTimeoutMs` to finish `fn` and release; a holder still running then has
+ * its signal aborted (`LockLostError`, `why: 'closed'`) and its lease released
+ * by `close()`, so the lease never outlives the store (and the pool).
  */
 import { createHash } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
@@ -38,6 +43,8 @@ export interface PostgresLockOptions extends ListenerOptions {
   pollMs?: number
   /** Largest retry interval while waiting (default 5000). */
   maxPollMs?: number
+  /** How long `close()` lets holders finish `fn` before it aborts and releases them (default 5000). */
+  closeTimeoutMs?: number
 }
 
 /** Per-call options of `withLock` (the third, optional argument). */
@@ -46,7 +53,7 @@ export interface WithLockOptions {
    * Abort the wait for acquisition: `withLock` then rejects with the signal's
    * reason and `fn` never runs. Once the lock is held, the signal has no effect.
    */
-  signal?: AbortSignal
+  signal?: AbortSignal | undefined
 }
 
 export interface PostgresLockStore extends LockStore, AsyncDisposable {
@@ -54,10 +61,12 @@ export interface PostgresLockStore extends LockStore, AsyncDisposable {
   /** The options in force, after defaults. */
   readonly options: Required<Omit<PostgresLockOptions, keyof ListenerOptions | 'pollMs'>>
   /**
-   * Release what this store opened: its share of the listener connection (the
-   * connection closes when no store uses it). The pool stays open. Later
-   * `withLock` calls reject with `ADAPTER_CLOSED`; calls in progress finish
-   * (polling). Idempotent; also `await using locks = postgresLocks(pool)`.
+   * Drain, then release what this store opened (its share of the listener
+   * connection, which closes when no store uses it). Later `withLock` calls
+   * and calls still waiting reject with `ADAPTER_CLOSED`; holders get
+   * `closeTimeoutMs` to finish and release, then their signal is aborted and
+   * `close()` releases their lease. Resolves when every lease is released, so
+   * the pool can be ended next. Idempotent; also `await using locks = postgresLocks(pool)`.
    */
   close: () => Promise<void>
 }
@@ -102,9 +111,39 @@ export function postgresLocks(pool: Queryable, options: PostgresLockOptions = {}
     `maxPollMs must be >= minPollMs, got ${options.maxPollMs}.`,
   )
 
+  const closeTimeoutMs = checkNumberOption(
+    options.closeTimeoutMs ?? 5_000,
+    'closeTimeoutMs',
+    (n) => Number.isFinite(n) && n >= 0,
+    `closeTimeoutMs must be >= 0, got ${options.closeTimeoutMs}.`,
+  )
+
   const handle = acquireListener(pool, options)
   const listener = handle.listener
   let closed = false
+  /** Aborted by close(): every wait for acquisition stops with ADAPTER_CLOSED. */
+  const closing = new AbortController()
+  /** withLock calls in progress: settles when the call is over; `abandon` aborts fn and releases now. */
+  const calls = new Map<Promise<unknown>, { abandon?: () => Promise<void> }>()
+  let closedPromise: Promise<void> | undefined
+  const closedError = () => new SandboxPersistError('ADAPTER_CLOSED', 'This lock store was closed (close() was called).')
+
+  /** One signal that aborts when either does (AbortSignal.any is not in every Node 20). */
+  function either(a: AbortSignal | undefined, b: AbortSignal): AbortSignal {
+    if (a === undefined) return b
+    if (a.aborted) return a
+    if (b.aborted) return b
+    const both = new AbortController()
+    const onA = () => both.abort(a.reason)
+    const onB = () => both.abort(b.reason)
+    a.addEventListener('abort', onA, { once: true })
+    b.addEventListener('abort', onB, { once: true })
+    both.signal.addEventListener('abort', () => {
+      a.removeEventListener('abort', onA)
+      b.removeEventListener('abort', onB)
+    }, { once: true })
+    return both.signal
+  }
 
   async function acquire(
     key: string,
@@ -167,70 +206,110 @@ export function postgresLocks(pool: Queryable, options: PostgresLockOptions = {}
     }
   }
 
-  const close = async () => {
+  const close = () => (closedPromise ??= drain())
+
+  async function drain(): Promise<void> {
     closed = true
-    await handle.release()
+    closing.abort(closedError())
+    try {
+      const inProgress = [...calls.keys()].map((call) => call.then(() => undefined, () => undefined))
+      let timer: ReturnType<typeof setTimeout> | undefined
+      const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), closeTimeoutMs)))
+      const outcome = await Promise.race([Promise.all(inProgress), late])
+      clearTimeout(timer)
+      if (outcome === 'late') {
+        const stuck = [...calls.values()].filter((c) => c.abandon !== undefined)
+        await Promise.all(stuck.map((c) => c.abandon!()))
+        if (stuck.length > 0) {
+          handle.report(
+            'shutdown.incomplete',
+            `close(): ${stuck.length} withLock call(s) still ran after closeTimeoutMs (${closeTimeoutMs} ms); their signal was aborted and their lease released`,
+            { closeTimeoutMs, holders: stuck.length },
+          )
+        }
+      }
+    } finally {
+      await handle.release()
+    }
   }
 
   return {
-    options: { ttlMs, renewEveryMs, safetyMarginMs, acquireTimeoutMs, minPollMs, maxPollMs },
+    options: { ttlMs, renewEveryMs, safetyMarginMs, acquireTimeoutMs, minPollMs, maxPollMs, closeTimeoutMs },
     close,
     [Symbol.asyncDispose]: close,
 
     async withLock<T>(key: string, fn: (signal: AbortSignal) => Promise<T>, callOptions?: WithLockOptions): Promise<T> {
       checkTextId(key, 'lock key')
       const waitSignal = checkSignal(callOptions?.signal, 'signal')
-      if (closed) throw new SandboxPersistError('ADAPTER_CLOSED', 'This lock store was closed (close() was called).')
-      const held = await acquire(key, waitSignal)
-      const controller = new AbortController()
-      let stopped = false
-      let deadlineTimer: ReturnType<typeof setTimeout> | undefined
-      const lose = (why: 'lost' | 'deadline') => {
-        if (!controller.signal.aborted) controller.abort(new LockLostError(key, why))
-      }
-      const armDeadline = (sentAt: number) => {
-        if (deadlineTimer !== undefined) clearTimeout(deadlineTimer)
-        const due = sentAt + ttlMs - safetyMarginMs - performance.now()
-        deadlineTimer = setTimeout(() => lose('deadline'), Math.max(0, due))
-      }
-      armDeadline(held.sentAt)
-
-      const stopWaker = new Waker()
-      const renewLoop = (async () => {
-        while (!stopped && !controller.signal.aborted) {
-          await stopWaker.wait(renewEveryMs, controller.signal)
-          if (stopped || controller.signal.aborted) return
-          const sentAt = performance.now()
-          let renewed: { expiresAt: number } | null
-          try {
-            renewed = await value<{ expiresAt: number } | null>(
-              pool,
-              `SELECT ${SP}.lock_renew($1::text, $2::text, $3::bigint) AS r`,
-              [key, held.ownerToken, ttlMs],
-            )
-          } catch (error) {
-            // Unknown outcome: keep trying; the local deadline still runs.
-            if (!stopped) {
-              handle.report('lock.renew_failed', `renewing lock ${JSON.stringify(key)} failed; retrying until the local deadline`, {
-                key,
-                error,
-              })
-            }
-            continue
-          }
-          if (stopped) return
-          if (renewed === null) {
-            handle.report('lock.lost', `lock ${JSON.stringify(key)} was lost (expired or taken over); fn's signal is aborted`, { key })
-            lose('lost')
-            return
-          }
-          armDeadline(sentAt)
-        }
-      })()
-
+      if (closed) throw closedError()
+      const entry: { abandon?: () => Promise<void> } = {}
+      const call = locked(key, fn, waitSignal, entry)
+      calls.set(call, entry)
       try {
-        return await fn(controller.signal)
+        return await call
       } finally {
+        calls.delete(call)
+      }
+    },
+  }
+
+  /** withLock's body: acquire (stopping when the store closes), run fn, release once. */
+  async function locked<T>(
+    key: string,
+    fn: (signal: AbortSignal) => Promise<T>,
+    waitSignal: AbortSignal | undefined,
+    entry: { abandon?: () => Promise<void> },
+  ): Promise<T> {
+    const held = await acquire(key, either(waitSignal, closing.signal))
+    const controller = new AbortController()
+    let stopped = false
+    let deadlineTimer: ReturnType<typeof setTimeout> | undefined
+    const lose = (why: 'lost' | 'deadline' | 'closed') => {
+      if (!controller.signal.aborted) controller.abort(new LockLostError(key, why))
+    }
+    const armDeadline = (sentAt: number) => {
+      if (deadlineTimer !== undefined) clearTimeout(deadlineTimer)
+      const due = sentAt + ttlMs - safetyMarginMs - performance.now()
+      deadlineTimer = setTimeout(() => lose('deadline'), Math.max(0, due))
+    }
+    armDeadline(held.sentAt)
+
+    const stopWaker = new Waker()
+    const renewLoop = (async () => {
+      while (!stopped && !controller.signal.aborted) {
+        await stopWaker.wait(renewEveryMs, controller.signal)
+        if (stopped || controller.signal.aborted) return
+        const sentAt = performance.now()
+        let renewed: { expiresAt: number } | null
+        try {
+          renewed = await value<{ expiresAt: number } | null>(
+            pool,
+            `SELECT ${SP}.lock_renew($1::text, $2::text, $3::bigint) AS r`,
+            [key, held.ownerToken, ttlMs],
+          )
+        } catch (error) {
+          // Unknown outcome: keep trying; the local deadline still runs.
+          if (!stopped) {
+            handle.report('lock.renew_failed', `renewing lock ${JSON.stringify(key)} failed; retrying until the local deadline`, {
+              key,
+              error,
+            })
+          }
+          continue
+        }
+        if (stopped) return
+        if (renewed === null) {
+          handle.report('lock.lost', `lock ${JSON.stringify(key)} was lost (expired or taken over); fn's signal is aborted`, { key })
+          lose('lost')
+          return
+        }
+        armDeadline(sentAt)
+      }
+    })()
+
+    let released: Promise<void> | undefined
+    const release = () =>
+      (released ??= (async () => {
         stopped = true
         stopWaker.wake()
         if (deadlineTimer !== undefined) clearTimeout(deadlineTimer)
@@ -241,7 +320,17 @@ export function postgresLocks(pool: Queryable, options: PostgresLockOptions = {}
           handle.report('lock.release_failed', `releasing lock ${JSON.stringify(key)} failed; it expires after its ttl`, { key, error })
         }
         await renewLoop.catch(() => undefined)
-      }
-    },
+      })())
+    // close() past its deadline: fn can no longer count on the lock, then it is released.
+    entry.abandon = async () => {
+      lose('closed')
+      await release()
+    }
+
+    try {
+      return await fn(controller.signal)
+    } finally {
+      await release()
+    }
   }
 }

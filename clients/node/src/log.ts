@@ -17,6 +17,12 @@ export type SandboxPersistEvent =
   | 'listener.lost'
   /** The LISTEN connection is back after a failure or loss. */
   | 'listener.restored'
+  /**
+   * A NOTIFY sent through the pool did not come back on the LISTEN connection
+   * within `listenerCheckMs`: LISTEN went through a transaction pooler
+   * (PgBouncer) or to another database. Waiters poll; the message says the fix.
+   */
+  | 'listener.not_delivering'
   /** A lock renewal failed with an unknown outcome (it is retried until the local deadline). */
   | 'lock.renew_failed'
   /** A lock renewal answered "lost": `fn`'s signal was aborted. */
@@ -29,6 +35,8 @@ export type SandboxPersistEvent =
   | 'notification.invalid'
   /** A chunk had a member whose value is `undefined`: JSON cannot store it, it was dropped. */
   | 'chunk.undefined_member'
+  /** `close()` could not end a log, mark a run or finish a release within its deadline (or the pool was gone). */
+  | 'shutdown.incomplete'
 
 /** The fields every report carries, besides the event's own. */
 export interface SandboxPersistReport {

@@ -26,7 +26,11 @@ node -e '
   const fail = (m) => { console.error("pack: " + m); process.exit(1) };
   if (!p.peerDependencies?.pg) fail("pg must be a peer dependency");
   if (p.dependencies?.pg) fail("pg must not be a dependency");
-  if (!p.dependencies?.["@types/pg"]) fail("@types/pg must be a dependency (the .d.ts files import pg)");
+  // An optional peer: the app picks @types/pg next to its own @types/node, so this
+  // package never pulls a second @types/node major into it.
+  if (!p.peerDependencies?.["@types/pg"] || !p.peerDependenciesMeta?.["@types/pg"]?.optional) fail("@types/pg must be an optional peer dependency");
+  if (Object.keys(p.dependencies ?? {}).length > 0) fail("no runtime dependencies expected, got " + Object.keys(p.dependencies).join(", "));
+  if (p.files?.includes("examples")) fail("examples/ is documented as not shipped");
 ' "$work/$tarball"
 
 echo "== install into a fresh app"
@@ -35,8 +39,25 @@ mkdir -p "$app"
 cp "$here/app/tsconfig.json" "$here/app/server.ts" "$app/"
 printf '{ "name": "sp-pack-check", "private": true, "type": "module" }\n' >"$app/package.json"
 (cd "$app" && npm install --prefer-offline --no-audit --no-fund --loglevel=error \
-  "$work/$tarball" "@tanstack/ai@$(version @tanstack/ai)" "pg@$(version pg)" \
+  "$work/$tarball" "@tanstack/ai@$(version @tanstack/ai)" "pg@$(version pg)" "@types/pg@$(version @types/pg)" \
   "typescript@$(version typescript)" "@types/node@$(version @types/node)" >/dev/null)
+
+echo "== one @types/node in the app, the app's own"
+node -e '
+  const { execFileSync } = require("child_process");
+  const tree = JSON.parse(execFileSync("npm", ["ls", "--all", "--json", "@types/node"], { cwd: process.argv[1], encoding: "utf8" }));
+  const versions = new Set();
+  (function walk(deps) {
+    for (const [name, d] of Object.entries(deps ?? {})) {
+      if (name === "@types/node" && d.version) versions.add(d.version);
+      walk(d.dependencies);
+    }
+  })(tree.dependencies);
+  if (versions.size !== 1 || ![...versions][0].startsWith(process.argv[2] + ".")) {
+    console.error("pack: @types/node in the app: " + [...versions].join(", ") + " (expected only " + process.argv[2] + ".x)");
+    process.exit(1);
+  }
+' "$app" "$(version @types/node | cut -d. -f1)"
 
 echo "== type-check the app (strict, skipLibCheck false)"
 (cd "$app" && npx tsc -p tsconfig.json)

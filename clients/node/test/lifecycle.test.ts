@@ -20,6 +20,7 @@ import {
   type SandboxPersistReport,
 } from '../src/index.js'
 import { countingPool, makePool, rejection, reset, rows, sleep } from './helpers.js'
+import { connectFailureHint } from '../src/listener.js'
 
 const pool = makePool()
 
@@ -155,12 +156,29 @@ describe('observable degradations', () => {
       const failed = logger.reports.filter((r) => r.event === 'listener.connect_failed')
       expect(failed).toHaveLength(1)
       expect(failed[0]!.message).toMatch(/polling/)
+      // Nothing answers on port 1: the database is down or the address wrong, not a pooler.
+      expect(failed[0]!.message).toMatch(/Nothing answered at that address/)
+      expect(failed[0]!.message).not.toMatch(/PgBouncer|pooler/)
       expect(failed[0]!.error).toBeInstanceOf(Error)
       expect(published).toContainEqual(expect.objectContaining({ event: 'listener.connect_failed' }))
       await locks.close()
     } finally {
       diagnostics.unsubscribe(DIAGNOSTICS_CHANNEL, onMessage)
     }
+  })
+
+  it('listener.connect_failed suggests a pooler only when the error points to one', () => {
+    const sqlError = (code: string, message = 'x') => Object.assign(new Error(message), { code })
+    expect(connectFailureHint(sqlError('ECONNREFUSED'))).toMatch(/is the database up/)
+    expect(connectFailureHint(sqlError('ENOTFOUND'))).toMatch(/does not resolve/)
+    expect(connectFailureHint(sqlError('28P01'))).toMatch(/credentials/)
+    expect(connectFailureHint(sqlError('3D000'))).toMatch(/database does not exist/)
+    expect(connectFailureHint(sqlError('57P03'))).toMatch(/starting up or shutting down/)
+    for (const hint of ['ECONNREFUSED', 'ENOTFOUND', '28P01', '3D000', '57P03', 'XX000'].map((c) => connectFailureHint(sqlError(c)))) {
+      expect(hint).not.toMatch(/pooler|PgBouncer/)
+    }
+    expect(connectFailureHint(sqlError('08P01', 'unsupported pkt type: 80'))).toMatch(/listenerConnectionString/)
+    expect(connectFailureHint(sqlError('XX000', 'pgbouncer cannot connect to server'))).toMatch(/pooler/)
   })
 
   it('losing the LISTEN connection is reported, and so is getting it back', async () => {

@@ -67,6 +67,8 @@ const server = http.createServer((req, res) => {
   void (async () => {
     const threadId = String(req.headers['x-thread-id'])
     const log = durability({ runId: randomUUID() })
+    // An optional signal passed as is (exactOptionalPropertyTypes: WithLockOptions.signal takes undefined).
+    const callerSignal: AbortSignal | undefined = req.headers['x-no-signal'] === undefined ? undefined : AbortSignal.timeout(60_000)
     const response = await locks.withLock(`thread:${threadId}`, async () =>
       toServerSentEventsResponse(
         chat({
@@ -78,6 +80,7 @@ const server = http.createServer((req, res) => {
         }),
         { durability: { adapter: log, batch: 1 } },
       ),
+      { signal: callerSignal },
     )
     res.writeHead(response.status, Object.fromEntries(response.headers))
     res.flushHeaders()

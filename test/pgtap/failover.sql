@@ -4,8 +4,8 @@
 -- A failover is simulated: sandbox_persist.test_timeline stands for the
 -- promoted standby's timeline, and the commits an asynchronous standby never
 -- received are removed by hand (pg_temp.lose_*), as the standby would lack them.
--- (T14-T16 are NODE, T17 is test/upgrade, T18 the isolation spec
--- t18_fence_epoch_jump_race, T19 test/ha/timeline_loss.sh.)
+-- (T14-T18 are NODE, T19 is test/upgrade, T20 the isolation spec
+-- t20_lock_fence_epoch_race, T21 test/ha/timeline_loss.sh.)
 -- Run with: pg_prove -d <db> test/pgtap/failover.sql
 -- (needs sandbox_persist.allow_test_reset and allow_client_clock on).
 BEGIN;

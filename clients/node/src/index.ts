@@ -49,6 +49,7 @@ export {
   SandboxCheckpointInvalidEntryError,
   SandboxPersistError,
   SandboxPersistSetupError,
+  EventLogOffsetDivergedError,
   LockAcquireTimeoutError,
   LockLostError,
   translateError,

@@ -8,8 +8,8 @@
 -- of its primary can lack commits the primary acknowledged. Two promises are
 -- kept across that:
 -- * Fences never repeat. They now carry the timeline they were granted on
---   (fence = (timeline - 1) * 2^40 + counter, see docs/contract/README.md
---   §4.4); that needs no schema change, only the library. Nothing is
+--   (fence = (timeline - 1) * 2^40 + counter, see docs/contract/failover.md
+--   §1); that needs no schema change, only the library. Nothing is
 --   rewritten here: a fence granted before the upgrade is a plain counter
 --   and every later one is at least as large plus one.
 -- * Event-log offsets are vouched for. Every entry gets a running digest (the

@@ -1,7 +1,7 @@
 /*
  * fences.c
  *
- * The fence epoch (docs/contract/README.md §4.4): the high part of every
+ * The fence epoch (docs/contract/failover.md §1): the high part of every
  * fence the extension grants, checkpoint writer fences and durable-lock
  * fences alike. A fence is epoch * 2^40 + counter, where the epoch is the
  * PostgreSQL timeline the server writes WAL on, minus one. Promotion of a

@@ -371,7 +371,7 @@ extern bool LogHasDigests(void);
 
 /*
  * The 64-bit hash of one event log entry in SQL (the C side is LogEntryHash
- * in event_log.c; test/pgtap/event_log_digest.sql checks they agree): the
+ * in event_log.c; test/pgtap/failover.sql T7 checks they agree): the
  * first 8 bytes of sha256(int8send(seq) || the chunk's UTF-8 text).
  */
 #define SP_SQL_ENTRY_HASH(seq, chunk) \

@@ -1,6 +1,7 @@
 -- pgTAP: the two promises kept across a failover that lost acknowledged
 -- commits (docs/contract/failover.md): fences carry the timeline, and
--- event-log resume tokens are vouched for by the server. Cases: T1-T13.
+-- event-log resume tokens are vouched for by the server. Cases: T1-T13
+-- (T22, a thread moved between shards, is in cross_shard_import.sql).
 -- A failover is simulated: sandbox_persist.test_timeline stands for the
 -- promoted standby's timeline, and the commits an asynchronous standby never
 -- received are removed by hand (pg_temp.lose_*), as the standby would lack them.

@@ -102,6 +102,10 @@ lock_seq=$(psql_su -At -c "SELECT last_value FROM sandbox_persist.lock_fences")
 psql_su -c "ALTER EXTENSION sandbox_persist UPDATE" || fail "ALTER EXTENSION sandbox_persist UPDATE failed"
 [ "$(ext_version "$DB")" = "$target" ] || fail "ALTER EXTENSION ... UPDATE left version $(ext_version "$DB"), not $target"
 read_all after "$DB"
+# The documented upgrade step (README "Upgrade"): new store functions are not
+# granted by themselves (0.4.0 adds event_log_read_verified), so the DBA runs
+# grant_app_role again; the upgraded database must then match a fresh one.
+psql_su -c "SELECT sandbox_persist.grant_app_role('$APP')" >/dev/null || fail "grant_app_role after the update failed"
 # The lines the update changes on purpose: owners (and so the grantor of
 # every grant), the schema's ACL, the version; 0.3.0 drops checkpoints.seq
 # (and its identity sequence) and gives fork roots their own copy of their

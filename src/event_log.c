@@ -8,8 +8,8 @@
  * after close. Every append and close notifies sandbox_persist_event_log with
  * the numeric log id.
  *
- * Since 0.4.0 every entry carries a running digest (docs/contract/event-log.md
- * §1.1): the XOR of a 64-bit hash of (seq, chunk text) over the entries up to
+ * Since 0.4.0 every entry carries a running digest (docs/contract/failover.md
+ * §2): the XOR of a 64-bit hash of (seq, chunk text) over the entries up to
  * it, kept on the log row for the tail. A reader's resume token is a seq and
  * its digest, and event_log_read_verified refuses (SP405) a token the server
  * cannot vouch for: past the tail, or naming entries it holds with other

@@ -106,6 +106,7 @@ read_all after "$DB"
 # granted by themselves (0.4.0 adds event_log_read_verified), so the DBA runs
 # grant_app_role again; the upgraded database must then match a fresh one.
 psql_su -c "SELECT sandbox_persist.grant_app_role('$APP')" >/dev/null || fail "grant_app_role after the update failed"
+read_all after_grant "$DB"
 # The lines the update changes on purpose: owners (and so the grantor of
 # every grant), the schema's ACL, the version; 0.3.0 drops checkpoints.seq
 # (and its identity sequence) and gives fork roots their own copy of their
@@ -134,7 +135,7 @@ mask() {
            -e 's/,"conversationPositionsDeleted":[0-9]+,"conversationMessagesDeleted":[0-9]+\}/}/g' "$1" \
         | grep -Pv '^R\tcatalog\tschema\t' || true
 }
-mask "$WORK/after.out" >"$WORK/upgraded.cmp"; mask "$WORK/fresh.out" >"$WORK/fresh.cmp"
+mask "$WORK/after_grant.out" >"$WORK/upgraded.cmp"; mask "$WORK/fresh.out" >"$WORK/fresh.cmp"
 read -r n2 d2 < <(compare "upgraded and fresh" "$WORK/upgraded.cmp" "$WORK/fresh.cmp")
 mask "$WORK/writes.$DB.out" >"$WORK/upgraded_w.cmp"; mask "$WORK/writes.$FRESH.out" >"$WORK/fresh_w.cmp"
 read -r w3 d3 < <(compare "writes, upgraded and fresh" "$WORK/upgraded_w.cmp" "$WORK/fresh_w.cmp")

@@ -38,7 +38,9 @@ STORE_SUITES=${STORE_SUITES:-"blobs checkpoints claims generation_runs instances
 #   L16        (two cases) delete or lock lock rows directly
 #   M15, B20, producer-lost
 #              set a setting per session, which does not reach the shards
-NODE_EXCLUDED='L11 a committed release|E15 a committed append|L16 losing the lease row|L16 reaching the local deadline|M15 maintain|B20 objects above|SIGKILL the producer'
+#   T14, T15, T17, T18
+#              simulate a failover: delete rows directly, set test_timeline per session
+NODE_EXCLUDED='L11 a committed release|E15 a committed append|L16 losing the lease row|L16 reaching the local deadline|M15 maintain|B20 objects above|SIGKILL the producer|T14 a reader|T15 a reader|T17 a writer fence|T18 withLock'
 
 failures=()
 fail() { failures+=("$1"); echo "FAILED: $1" >&2; }

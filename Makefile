@@ -21,6 +21,7 @@ OBJS = \
 	src/messages.o \
 	src/checkpoints.o \
 	src/checkpoint_entries.o \
+	src/fences.o \
 	src/leases.o \
 	src/fork.o \
 	src/conversations.o \

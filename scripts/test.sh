@@ -12,14 +12,14 @@
 # For make test-matrix (scripts/matrix.sh), three settings split one run:
 #   SANDBOX_PERSIST_SUITES    the suites to run, from: regress pgtap node backup upgrade
 #                             fuzz torture ha broken_build stands_alone vocabulary file_cycles shards
-#                             monitoring pitr (default: all)
+#                             timeline_loss monitoring pitr (default: all)
 #   SANDBOX_PERSIST_KEEP_CLUSTER=1   leave the cluster running on exit
 #   SANDBOX_PERSIST_USE_CLUSTER=1    no set-up: use the running cluster named
 #                             by PGHOST/PGPORT/PGUSER/PGDATABASE, and leave it running
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-SUITES=" ${SANDBOX_PERSIST_SUITES:-regress pgtap node backup upgrade fuzz torture ha broken_build stands_alone vocabulary file_cycles shards monitoring pitr} "
+SUITES=" ${SANDBOX_PERSIST_SUITES:-regress pgtap node backup upgrade fuzz torture ha broken_build stands_alone vocabulary file_cycles shards timeline_loss monitoring pitr} "
 
 if [ -n "${SANDBOX_PERSIST_USE_CLUSTER:-}" ]; then
     export PGHOST PGPORT PGUSER PGDATABASE
@@ -90,6 +90,9 @@ chosen broken_build && run_suite "a broken build fails make test" bash test/scri
 chosen stands_alone && run_suite "the repository stands alone" bash test/scripts/stands_alone.sh
 chosen vocabulary && run_suite "one vocabulary: C, SQL, Node, docs" bash test/scripts/vocabulary.sh
 chosen shards && run_suite "router and two shards (PL/Proxy, loopback)" bash test/shards/run.sh
+chosen timeline_loss && run_suite "lost-commit failover: primary, async standby, kill -9, promote" \
+    env SP_HA_PRIMARY_PORT=$((${SANDBOX_PERSIST_SHARDS_PORT:-54351} + 31)) SP_HA_STANDBY_PORT=$((${SANDBOX_PERSIST_SHARDS_PORT:-54351} + 32)) \
+    bash test/ha/timeline_loss.sh
 chosen file_cycles && run_suite "no two C files call each other in a loop" bash test/scripts/file_cycles.sh
 chosen monitoring && run_suite "Prometheus: exporter scrape against overview, alert rules" bash test/monitoring/run.sh
 chosen pitr && run_suite "point-in-time recovery with pgBackRest, standby rebuild" bash test/pitr/run.sh

@@ -8,6 +8,15 @@
  * after close. Every append and close notifies sandbox_persist_event_log with
  * the numeric log id.
  *
+ * Since 0.4.0 every entry carries a running digest (docs/contract/failover.md
+ * §2): the XOR of a 64-bit hash of (seq, chunk text) over the entries up to
+ * it, kept on the log row for the tail. A reader's resume token is a seq and
+ * its digest, and event_log_read_verified refuses (SP405) a token the server
+ * cannot vouch for: past the tail, or naming entries it holds with other
+ * content, as after a failover that lost acknowledged appends. The same
+ * library serves a 0.3.0 schema (no digest columns): LogHasDigests() picks
+ * the statements, and only 0.4.0 SQL reaches the verified read.
+ *
  * Locking: an append locks its log row FOR UPDATE until commit, which is what
  * makes commit order equal sequence order (a reader past n never misses n).
  * A fenced append then reads the run row FOR SHARE, so a concurrent epoch bump
@@ -17,15 +26,21 @@
  */
 #include "postgres.h"
 
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
+#include "common/cryptohash.h"
+#include "common/sha2.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
 
 #include "sandbox_persist.h"
 
 PG_FUNCTION_INFO_V1(event_log_append);
 PG_FUNCTION_INFO_V1(event_log_read);
+PG_FUNCTION_INFO_V1(event_log_read_verified);
 PG_FUNCTION_INFO_V1(event_log_close);
 PG_FUNCTION_INFO_V1(event_log_snapshot);
 
@@ -41,6 +56,13 @@ static SpQuery log_create = {
 static SpQuery log_lock = {
 	"SELECT log_id, tail_seq, closed_at IS NOT NULL AS closed FROM sandbox_persist.event_logs"
 	" WHERE run_id = $1 FOR UPDATE",
+	1, {TEXTOID}
+};
+
+/* The same, for the 0.4.0 schema: also the tail's digest. */
+static SpQuery log_lock_digest = {
+	"SELECT log_id, tail_seq, closed_at IS NOT NULL AS closed, tail_digest"
+	" FROM sandbox_persist.event_logs WHERE run_id = $1 FOR UPDATE",
 	1, {TEXTOID}
 };
 
@@ -67,6 +89,14 @@ static SpQuery log_insert_entries = {
 	3, {INT8OID, INT8OID, JSONARRAYOID}
 };
 
+/* The same with each entry's running digest ($4, in chunk order). */
+static SpQuery log_insert_entries_digest = {
+	"INSERT INTO sandbox_persist.event_log_entries (log_id, seq, chunk, digest)"
+	" SELECT $1, $2 + u.ord, u.c, u.d"
+	" FROM unnest($3::json[], $4::bigint[]) WITH ORDINALITY AS u(c, d, ord)",
+	4, {INT8OID, INT8OID, JSONARRAYOID, INT8ARRAYOID}
+};
+
 static SpQuery log_insert_producer = {
 	"INSERT INTO sandbox_persist.event_log_producers"
 	" (log_id, producer_id, producer_seq, first_seq, chunk_count)"
@@ -81,6 +111,15 @@ static SpQuery log_advance = {
 	" closed_at = CASE WHEN $4 THEN NULL ELSE closed_at END"
 	" WHERE log_id = $1",
 	5, {INT8OID, INT8OID, BOOLOID, BOOLOID, INT8OID}
+};
+
+/* The same with the tail's digest ($6). */
+static SpQuery log_advance_digest = {
+	"UPDATE sandbox_persist.event_logs SET tail_seq = $2, last_append_at = $5,"
+	" appends_after_close = appends_after_close + CASE WHEN $3 THEN 1 ELSE 0 END,"
+	" closed_at = CASE WHEN $4 THEN NULL ELSE closed_at END, tail_digest = $6"
+	" WHERE log_id = $1",
+	6, {INT8OID, INT8OID, BOOLOID, BOOLOID, INT8OID, INT8OID}
 };
 
 static SpQuery log_select = {
@@ -98,6 +137,25 @@ static SpQuery log_entries = {
 	"SELECT seq, chunk::text FROM sandbox_persist.event_log_entries"
 	" WHERE log_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq",
 	3, {INT8OID, INT8OID, INT8OID}
+};
+
+static SpQuery log_select_digest = {
+	"SELECT log_id, tail_seq, closed_at IS NOT NULL AS closed, tail_digest"
+	" FROM sandbox_persist.event_logs WHERE run_id = $1",
+	1, {TEXTOID}
+};
+
+/* Entries ($2, $3] with their digests (the verified read, a retried append). */
+static SpQuery log_entries_digest = {
+	"SELECT seq, digest, chunk::text FROM sandbox_persist.event_log_entries"
+	" WHERE log_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq",
+	3, {INT8OID, INT8OID, INT8OID}
+};
+
+/* The digest of one entry: what a resume token is checked against. */
+static SpQuery log_entry_digest = {
+	"SELECT digest FROM sandbox_persist.event_log_entries WHERE log_id = $1 AND seq = $2",
+	2, {INT8OID, INT8OID}
 };
 
 static SpQuery log_close = {
@@ -128,6 +186,108 @@ LogAppendSeqs(StringInfo buf, int64 first, int n)
 	appendStringInfoChar(buf, ']');
 }
 
+/*
+ * Whether sandbox_persist.event_logs has tail_digest (0.4.0 and later): -1
+ * unknown, else the answer, forgotten on a relcache invalidation of that
+ * table or of every relation (as RunsHaveStatusClock in runs.c).
+ */
+static int	log_has_digests = -1;
+static Oid	log_relid = InvalidOid;
+
+/* Relcache invalidation callback: forget the answer when event_logs may have changed. */
+static void
+LogForgetDigests(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == log_relid)
+		log_has_digests = -1;
+}
+
+/* Whether the event log tables carry the 0.4.0 digests (cached, see above). */
+bool
+LogHasDigests(void)
+{
+	static bool registered = false;
+
+	if (log_has_digests < 0)
+	{
+		Oid			nsp = get_namespace_oid("sandbox_persist", true);
+
+		if (!registered)
+		{
+			CacheRegisterRelcacheCallback(LogForgetDigests, (Datum) 0);
+			registered = true;
+		}
+		log_relid = OidIsValid(nsp) ? get_relname_relid("event_logs", nsp) : InvalidOid;
+		log_has_digests = OidIsValid(log_relid) &&
+			get_attnum(log_relid, "tail_digest") != InvalidAttrNumber;
+	}
+	return log_has_digests == 1;
+}
+
+/*
+ * The hash of one entry: the first 8 bytes (big-endian) of
+ * sha256(seq as 8 big-endian bytes || chunk text). The 0.4.0 upgrade script
+ * and maintenance compute the same in SQL; an entry's digest is the XOR of
+ * the hashes of every entry up to it.
+ */
+static uint64
+LogEntryHash(pg_cryptohash_ctx *ctx, int64 seq, const char *chunk, int len)
+{
+	uint8		be[8];
+	uint8		out[PG_SHA256_DIGEST_LENGTH];
+	uint64		h = 0;
+
+	for (int i = 0; i < 8; i++)
+		be[i] = (uint8) ((uint64) seq >> (56 - 8 * i));
+	if (pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, be, sizeof(be)) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) chunk, len) < 0 ||
+		pg_cryptohash_final(ctx, out, sizeof(out)) < 0)
+		elog(ERROR, "could not hash an event log entry: %s", pg_cryptohash_error(ctx));
+	for (int i = 0; i < 8; i++)
+		h = (h << 8) | out[i];
+	return h;
+}
+
+/* Append a digest as its token text: 16 lowercase hexadecimal digits, quoted. */
+static void
+LogAppendDigest(StringInfo buf, int64 digest)
+{
+	appendStringInfo(buf, "\"%016llx\"", (unsigned long long) (uint64) digest);
+}
+
+/* Parse a token digest (16 lowercase hexadecimal digits); 22023 otherwise. */
+static int64
+LogParseDigest(const char *text)
+{
+	uint64		v = 0;
+	int			n = 0;
+
+	for (const char *p = text; *p; p++, n++)
+	{
+		int			d;
+
+		if (*p >= '0' && *p <= '9')
+			d = *p - '0';
+		else if (*p >= 'a' && *p <= 'f')
+			d = *p - 'a' + 10;
+		else
+			d = -1;
+		if (d < 0 || n >= 16)
+		{
+			n = -1;
+			break;
+		}
+		v = (v << 4) | (uint64) d;
+	}
+	if (n != 16)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("after_digest must be 16 lowercase hexadecimal digits"),
+				 errdetail("The digest of a resume token is the one a verified read or an append returned with the entry.")));
+	return (int64) v;
+}
+
 /* The options of one append; producer_id NULL when the append is not idempotent. */
 typedef struct LogAppendOptions
 {
@@ -135,6 +295,7 @@ typedef struct LogAppendOptions
 	int64		producer_seq;
 	bool		fenced;
 	int64		fence_epoch;
+	bool		with_digests;	/* return [{seq, digest}] instead of [seq] */
 } LogAppendOptions;
 
 /* The locked event_logs row of one run. */
@@ -143,14 +304,19 @@ typedef struct LogRow
 	int64		log_id;
 	int64		tail;
 	bool		closed;
+	bool		digests;		/* the 0.4.0 schema: tail_digest is read */
+	int64		tail_digest;
 } LogRow;
 
-/* Read options = {producerId?, producerSeq?, fenceEpoch?}; SQL NULL means none. */
+/*
+ * Read options = {producerId?, producerSeq?, fenceEpoch?, withDigests?}; SQL
+ * NULL means none.
+ */
 static void
 LogReadOptions(FunctionCallInfo fcinfo, int argno, LogAppendOptions *out)
 {
-	static const char *const names[] = {"producerId", "producerSeq", "fenceEpoch"};
-	SpJson	   *m[lengthof(names)] = {NULL, NULL, NULL};
+	static const char *const names[] = {"producerId", "producerSeq", "fenceEpoch", "withDigests"};
+	SpJson	   *m[lengthof(names)] = {NULL, NULL, NULL, NULL};
 
 	memset(out, 0, sizeof(LogAppendOptions));
 	if (!PG_ARGISNULL(argno))
@@ -180,6 +346,20 @@ LogReadOptions(FunctionCallInfo fcinfo, int argno, LogAppendOptions *out)
 		out->fenced = true;
 		out->fence_epoch = CheckIntJson(m[2], "fenceEpoch", 0);
 	}
+	if (m[3] != NULL)
+	{
+		if (m[3]->kind != SPJ_BOOL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("withDigests must be a boolean"),
+					 errdetail("A JSON %s was given.", SpJsonKindName(m[3]->kind))));
+		out->with_digests = m[3]->raw[0] == 't';
+		if (out->with_digests && !LogHasDigests())
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("event log digests need the 0.4.0 schema"),
+					 errdetail("Run ALTER EXTENSION sandbox_persist UPDATE.")));
+	}
 }
 
 /* Check that every chunk is an object and return their texts, before anything is written. */
@@ -202,13 +382,17 @@ LogChunkTexts(const SpJson *chunks)
 	return texts;
 }
 
-/* Read log_id, tail and closed of the current SPI result's first row. */
+/* Read log_id, tail, closed (and tail_digest when digests) of the current SPI result's first row. */
 static void
-LogReadRow(LogRow *out)
+LogReadRow(LogRow *out, bool digests)
 {
 	SpGetInt64(0, SpColumn("log_id"), &out->log_id);
 	SpGetInt64(0, SpColumn("tail_seq"), &out->tail);
 	SpGetBool(0, SpColumn("closed"), &out->closed);
+	out->digests = digests;
+	out->tail_digest = 0;
+	if (digests)
+		SpGetInt64(0, SpColumn("tail_digest"), &out->tail_digest);
 }
 
 /*
@@ -219,11 +403,13 @@ static void
 LogLockOrCreate(const char *run_id, int64 now, LogRow *out)
 {
 	SpArgs		args;
+	bool		digests = LogHasDigests();
+	SpQuery    *lock = digests ? &log_lock_digest : &log_lock;
 
 	/* the log usually exists: lock it; create it only on the first append */
 	SpArgsInit(&args);
 	SpArgText(&args, run_id);
-	if (SpExec(&log_lock, &args, false, 1) == 0)
+	if (SpExec(lock, &args, false, 1) == 0)
 	{
 		SpArgsInit(&args);
 		SpArgText(&args, run_id);
@@ -231,9 +417,9 @@ LogLockOrCreate(const char *run_id, int64 now, LogRow *out)
 		SpExec(&log_create, &args, false, 0);
 		SpArgsInit(&args);
 		SpArgText(&args, run_id);
-		SpExec(&log_lock, &args, false, 1);
+		SpExec(lock, &args, false, 1);
 	}
-	LogReadRow(out);
+	LogReadRow(out, digests);
 }
 
 /*
@@ -300,10 +486,33 @@ LogReopens(const char *run_id)
 		(strcmp(status, SP_RUN_RUNNING) == 0 || strcmp(status, SP_RUN_INTERRUPTED) == 0);
 }
 
-/* Write the entries, the ledger row of an idempotent append and the new tail. Inside SPI. */
+/*
+ * The running digests of the chunks of an append, in order, continuing the
+ * log's tail digest (the 0.4.0 schema).
+ */
+static void
+LogChunkDigests(const LogRow *log, const SpJson *chunks, int64 *digests)
+{
+	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
+	uint64		d = (uint64) log->tail_digest;
+
+	if (ctx == NULL)
+		elog(ERROR, "out of memory");
+	for (int i = 0; i < chunks->count; i++)
+	{
+		d ^= LogEntryHash(ctx, log->tail + 1 + i, chunks->items[i]->raw, chunks->items[i]->rawlen);
+		digests[i] = (int64) d;
+	}
+	pg_cryptohash_free(ctx);
+}
+
+/*
+ * Write the entries (with their digests when given), the ledger row of an
+ * idempotent append and the new tail. Inside SPI.
+ */
 static void
 LogWrite(const LogRow *log, const LogAppendOptions *opts, Datum *texts, int nchunks,
-		 bool reopen, int64 now)
+		 const int64 *digests, bool reopen, int64 now)
 {
 	SpArgs		args;
 
@@ -312,7 +521,18 @@ LogWrite(const LogRow *log, const LogAppendOptions *opts, Datum *texts, int nchu
 	SpArgInt64(&args, log->tail);
 	SpArgDatum(&args, PointerGetDatum(construct_array(texts, nchunks, JSONOID, -1,
 													  false, TYPALIGN_INT)));
-	SpExec(&log_insert_entries, &args, false, 0);
+	if (digests != NULL)
+	{
+		Datum	   *d = palloc(sizeof(Datum) * nchunks);
+
+		for (int i = 0; i < nchunks; i++)
+			d[i] = Int64GetDatum(digests[i]);
+		SpArgDatum(&args, PointerGetDatum(construct_array(d, nchunks, INT8OID, sizeof(int64),
+														  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)));
+		SpExec(&log_insert_entries_digest, &args, false, 0);
+	}
+	else
+		SpExec(&log_insert_entries, &args, false, 0);
 	if (opts->producer_id != NULL)
 	{
 		SpArgsInit(&args);
@@ -329,7 +549,43 @@ LogWrite(const LogRow *log, const LogAppendOptions *opts, Datum *texts, int nchu
 	SpArgBool(&args, log->closed);
 	SpArgBool(&args, reopen);
 	SpArgInt64(&args, now);
-	SpExec(&log_advance, &args, false, 0);
+	if (digests != NULL)
+	{
+		SpArgInt64(&args, digests[nchunks - 1]);
+		SpExec(&log_advance_digest, &args, false, 0);
+	}
+	else
+		SpExec(&log_advance, &args, false, 0);
+}
+
+/* Append [{seq, digest}, ...] for first..first+n-1 with the given digests. */
+static void
+LogAppendTokens(StringInfo buf, int64 first, int n, const int64 *digests)
+{
+	appendStringInfoChar(buf, '[');
+	for (int i = 0; i < n; i++)
+	{
+		appendStringInfo(buf, "%s{\"seq\":" INT64_FORMAT ",\"digest\":", i ? "," : "", first + i);
+		LogAppendDigest(buf, digests[i]);
+		appendStringInfoChar(buf, '}');
+	}
+	appendStringInfoChar(buf, ']');
+}
+
+/* The stored digests of entries first..first+n-1 (a retried append). Inside SPI. */
+static void
+LogStoredDigests(int64 log_id, int64 first, int n, int64 *digests)
+{
+	SpArgs		args;
+	int			rows;
+
+	SpArgsInit(&args);
+	SpArgInt64(&args, log_id);
+	SpArgInt64(&args, first - 1);
+	SpArgInt64(&args, first + n - 1);
+	rows = SpExec(&log_entries_digest, &args, false, 0);
+	for (int i = 0; i < rows && i < n; i++)
+		SpGetInt64(i, SpColumn("digest"), &digests[i]);
 }
 
 /*
@@ -349,6 +605,7 @@ event_log_append(PG_FUNCTION_ARGS)
 	LogRow		log;
 	bool		reopen = false;
 	int64		first_seq;
+	int64	   *digests;
 	StringInfoData result;
 
 	if (chunks->kind != SPJ_ARRAY)
@@ -365,35 +622,52 @@ event_log_append(PG_FUNCTION_ARGS)
 		PG_RETURN_DATUM(SpJsonResult(&result));
 	}
 
+	/* allocated here, outside SPI, so the result can still read them after SPI_finish */
+	digests = palloc0(sizeof(int64) * chunks->count);
 	SPI_connect();
 	LogLockOrCreate(run_id, now, &log);
 	if (opts.producer_id != NULL &&
 		LogCommittedBefore(log.log_id, &opts, chunks->count, &first_seq))
 	{
 		/* a retry of a committed append: same numbers, nothing appended */
+		if (opts.with_digests)
+		{
+			LogStoredDigests(log.log_id, first_seq, chunks->count, digests);
+			LogAppendTokens(&result, first_seq, chunks->count, digests);
+		}
+		else
+			LogAppendSeqs(&result, first_seq, chunks->count);
 		SPI_finish();
-		LogAppendSeqs(&result, first_seq, chunks->count);
 		PG_RETURN_DATUM(SpJsonResult(&result));
 	}
 	if (opts.fenced)
 		LogCheckFence(run_id, opts.fence_epoch);
 	if (log.closed)
 		reopen = LogReopens(run_id);
-	LogWrite(&log, &opts, texts, chunks->count, reopen, now);
+	if (log.digests)
+		LogChunkDigests(&log, chunks, digests);
+	LogWrite(&log, &opts, texts, chunks->count, log.digests ? digests : NULL, reopen, now);
 	SPI_finish();
 
 	LogNotify(log.log_id);
-	LogAppendSeqs(&result, log.tail + 1, chunks->count);
+	if (opts.with_digests)
+		LogAppendTokens(&result, log.tail + 1, chunks->count, digests);
+	else
+		LogAppendSeqs(&result, log.tail + 1, chunks->count);
 	PG_RETURN_DATUM(SpJsonResult(&result));
 }
 
-/* Append [{seq, chunk}, ...] of the n rows of the current SPI result. */
+/*
+ * Append [{seq, chunk}, ...] of the n rows of the current SPI result, or
+ * [{seq, digest, chunk}, ...] with digests.
+ */
 static void
-LogAppendEntries(StringInfo buf, int n)
+LogAppendEntries(StringInfo buf, int n, bool digests)
 {
 	/* the columns are found once per result, not once per entry */
 	int			seq_col = n > 0 ? SpColumn("seq") : 0;
 	int			chunk_col = n > 0 ? SpColumn("chunk") : 0;
+	int			digest_col = n > 0 && digests ? SpColumn("digest") : 0;
 
 	appendStringInfoChar(buf, '[');
 	for (int i = 0; i < n; i++)
@@ -401,7 +675,16 @@ LogAppendEntries(StringInfo buf, int n)
 		int64		seq = 0;
 
 		SpGetInt64(i, seq_col, &seq);
-		appendStringInfo(buf, "%s{\"seq\":" INT64_FORMAT ",\"chunk\":", i ? "," : "", seq);
+		appendStringInfo(buf, "%s{\"seq\":" INT64_FORMAT, i ? "," : "", seq);
+		if (digests)
+		{
+			int64		digest = 0;
+
+			SpGetInt64(i, digest_col, &digest);
+			appendStringInfoString(buf, ",\"digest\":");
+			LogAppendDigest(buf, digest);
+		}
+		appendStringInfoString(buf, ",\"chunk\":");
 		appendStringInfoString(buf, SpGetText(i, chunk_col));
 		appendStringInfoChar(buf, '}');
 	}
@@ -409,14 +692,51 @@ LogAppendEntries(StringInfo buf, int n)
 }
 
 /*
- * event_log_read(run_id text, after_seq bigint, max_rows integer) -> json
- * {logId, exists, closed, tail, entries}: entries with seq > after_seq,
- * oldest first, at most max_rows, all from one snapshot.
+ * EVENT_LOG_OFFSET_DIVERGED unless the log holds the entry at after with this
+ * digest (position 0 has digest 0). Inside SPI.
  */
-Datum
-event_log_read(PG_FUNCTION_ARGS)
+static void
+LogVouch(const char *run_id, const LogRow *log, int64 after, int64 digest)
+{
+	SpArgs		args;
+	int64		stored = 0;
+
+	if (after > log->tail)
+		sp_error(SP_EVENT_LOG_OFFSET_DIVERGED,
+				 ("event log offset cannot be vouched for"),
+				 "The log of run \"%s\" ends at " INT64_FORMAT "; it holds no entry " INT64_FORMAT
+				 ", so the chunks read up to it are not in this log (lost in a failover?).",
+				 run_id, log->tail, after);
+	if (after > 0)
+	{
+		SpArgsInit(&args);
+		SpArgInt64(&args, log->log_id);
+		SpArgInt64(&args, after);
+		if (SpExec(&log_entry_digest, &args, true, 1) == 1)
+			SpGetInt64(0, SpColumn("digest"), &stored);
+	}
+	if (stored != digest)
+		sp_error(SP_EVENT_LOG_OFFSET_DIVERGED,
+				 ("event log offset cannot be vouched for"),
+				 "The log of run \"%s\" holds other chunks up to entry " INT64_FORMAT
+				 " than the offset was read from (digest %016llx, not %016llx).",
+				 run_id, after, (unsigned long long) (uint64) stored,
+				 (unsigned long long) (uint64) digest);
+}
+
+/*
+ * The body of both reads: entries with seq > after_seq, oldest first, at
+ * most max_rows, all from one snapshot. verified: the 0.4.0 read, whose
+ * argument 2 is the token digest (NULL: not checked) and whose result
+ * carries tailDigest and each entry's digest.
+ */
+static Datum
+LogRead(FunctionCallInfo fcinfo, bool verified)
 {
 	char	   *run_id = CheckIdArg(fcinfo, 0, "run_id", SP_ID_MAX_BYTES);
+	int			rows_argno = verified ? 3 : 2;
+	bool		check_digest = verified && !PG_ARGISNULL(2);
+	int64		digest = 0;
 	int64		after;
 	int64		max_rows;
 	MemoryContext outer = CurrentMemoryContext;
@@ -433,12 +753,14 @@ event_log_read(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("after_seq must not be negative"),
 				 errdetail("A value of " INT64_FORMAT " was given.", after)));
-	max_rows = CheckRowLimitArg(fcinfo, 2, "max_rows", LOG_READ_DEFAULT_ROWS);
+	if (check_digest)
+		digest = LogParseDigest(text_to_cstring(PG_GETARG_TEXT_PP(2)));
+	max_rows = CheckRowLimitArg(fcinfo, rows_argno, "max_rows", LOG_READ_DEFAULT_ROWS);
 
 	SPI_connect();
 	SpArgsInit(&args);
 	SpArgText(&args, run_id);
-	if (SpExec(&log_select, &args, true, 1) == 0)
+	if (SpExec(verified ? &log_select_digest : &log_select, &args, true, 1) == 0)
 	{
 		if (after > 0)
 			sp_error(SP_EVENT_LOG_NOT_FOUND,
@@ -446,11 +768,16 @@ event_log_read(PG_FUNCTION_ARGS)
 					 "Run \"%s\" has no event log to read after " INT64_FORMAT ".", run_id, after);
 		SPI_finish();
 		initStringInfo(&buf);
-		appendStringInfoString(&buf, "{\"exists\":false,\"closed\":false,\"tail\":0,\"entries\":[]}");
+		appendStringInfoString(&buf, "{\"exists\":false,\"closed\":false,\"tail\":0,");
+		if (verified)
+			appendStringInfoString(&buf, "\"tailDigest\":\"0000000000000000\",");
+		appendStringInfoString(&buf, "\"entries\":[]}");
 		PG_RETURN_DATUM(SpJsonResult(&buf));
 	}
-	LogReadRow(&log);
-	if (after > log.tail)
+	LogReadRow(&log, verified);
+	if (check_digest)
+		LogVouch(run_id, &log, after, digest);
+	else if (after > log.tail)
 		sp_error(SP_EVENT_LOG_OFFSET_OUT_OF_RANGE,
 				 ("event log offset out of range"),
 				 "The log of run \"%s\" ends at " INT64_FORMAT "; offset " INT64_FORMAT
@@ -462,17 +789,48 @@ event_log_read(PG_FUNCTION_ARGS)
 		SpArgInt64(&args, log.log_id);
 		SpArgInt64(&args, after);
 		SpArgInt64(&args, Min(log.tail, after + max_rows));
-		n = SpExec(&log_entries, &args, true, 0);
+		n = SpExec(verified ? &log_entries_digest : &log_entries, &args, true, 0);
 	}
 	spi = MemoryContextSwitchTo(outer);
 	initStringInfo(&buf);
 	appendStringInfo(&buf, "{\"logId\":" INT64_FORMAT ",\"exists\":true,\"closed\":%s,\"tail\":"
-					 INT64_FORMAT ",\"entries\":", log.log_id, log.closed ? "true" : "false", log.tail);
-	LogAppendEntries(&buf, n);
+					 INT64_FORMAT ",", log.log_id, log.closed ? "true" : "false", log.tail);
+	if (verified)
+	{
+		appendStringInfoString(&buf, "\"tailDigest\":");
+		LogAppendDigest(&buf, log.tail_digest);
+		appendStringInfoChar(&buf, ',');
+	}
+	appendStringInfoString(&buf, "\"entries\":");
+	LogAppendEntries(&buf, n, verified);
 	appendStringInfoChar(&buf, '}');
 	MemoryContextSwitchTo(spi);
 	SPI_finish();
 	PG_RETURN_DATUM(SpJsonResult(&buf));
+}
+
+/*
+ * event_log_read(run_id text, after_seq bigint, max_rows integer) -> json
+ * {logId, exists, closed, tail, entries}: entries with seq > after_seq,
+ * oldest first, at most max_rows, all from one snapshot.
+ */
+Datum
+event_log_read(PG_FUNCTION_ARGS)
+{
+	return LogRead(fcinfo, false);
+}
+
+/*
+ * event_log_read_verified(run_id text, after_seq bigint, after_digest text,
+ * max_rows integer) -> json {logId, exists, closed, tail, tailDigest,
+ * entries: [{seq, digest, chunk}]}: the read of a resume token (0.4.0). With
+ * after_digest, an offset past the tail or whose entry carries another
+ * digest is EVENT_LOG_OFFSET_DIVERGED, never a different stream.
+ */
+Datum
+event_log_read_verified(PG_FUNCTION_ARGS)
+{
+	return LogRead(fcinfo, true);
 }
 
 /*
@@ -523,7 +881,7 @@ event_log_snapshot(PG_FUNCTION_ARGS)
 	}
 	spi = MemoryContextSwitchTo(outer);
 	initStringInfo(&buf);
-	LogAppendEntries(&buf, n);
+	LogAppendEntries(&buf, n, false);
 	MemoryContextSwitchTo(spi);
 	SPI_finish();
 	PG_RETURN_DATUM(SpJsonResult(&buf));

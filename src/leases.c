@@ -4,7 +4,10 @@
  * Checkpoint writer leases (docs/contract/checkpoint-store.md §5): one per
  * thread, acquired without waiting, renewed only while current, released only
  * by the same owner token and fence. The fence lives on the thread's row and
- * grows by one on every acquisition, forever; release never resets it.
+ * grows on every acquisition, forever; release never resets it. It grows by
+ * one within a fence epoch (fences.c) and jumps to the epoch's floor + 1 on
+ * the thread's first acquisition after a timeline change, so a grant lost
+ * with an asynchronous standby is never granted again.
  *
  * It also owns what the other checkpoint modules share about the writer: the
  * lease members of a writer object, the thread-row lock and the lease test.
@@ -48,12 +51,12 @@ static SpQuery ckpt_lock_thread = {
 static SpQuery lease_acquire = {
 	"INSERT INTO sandbox_persist.checkpoint_threads AS t"
 	" (thread_id, fence, owner_token, lease_expires_at)"
-	" VALUES ($1, 1, pg_catalog.gen_random_uuid(), $3)"
-	" ON CONFLICT (thread_id) DO UPDATE SET fence = t.fence + 1,"
+	" VALUES ($1, $4 + 1, pg_catalog.gen_random_uuid(), $3)"
+	" ON CONFLICT (thread_id) DO UPDATE SET fence = pg_catalog.int8larger(t.fence + 1, $4 + 1),"
 	" owner_token = EXCLUDED.owner_token, lease_expires_at = EXCLUDED.lease_expires_at"
 	" WHERE t.owner_token IS NULL OR t.lease_expires_at <= $2"
 	" RETURNING fence, owner_token::text",
-	3, {TEXTOID, INT8OID, INT8OID}
+	4, {TEXTOID, INT8OID, INT8OID, INT8OID}
 };
 
 static SpQuery lease_renew = {
@@ -176,6 +179,7 @@ checkpoint_acquire_writer(PG_FUNCTION_ARGS)
 	int64		lease_ms = CkptLeaseMs(fcinfo, 1);
 	int64		now = SpNowMs(fcinfo, 2);
 	int64		expires = LeaseExpiry(now, lease_ms);
+	int64		fence_floor = SpFenceFloor();
 	MemoryContext outer = CurrentMemoryContext;
 	MemoryContext spi;
 	StringInfoData buf;
@@ -199,6 +203,7 @@ checkpoint_acquire_writer(PG_FUNCTION_ARGS)
 	SpArgText(&args, thread_id);
 	SpArgInt64(&args, now);
 	SpArgInt64(&args, expires);
+	SpArgInt64(&args, fence_floor);
 	if (SpExec(&lease_acquire, &args, false, 0) != 1)
 		sp_error(SP_SNAPSHOT_WRITER_CONFLICT,
 				 ("checkpoint writer lease is held"),
@@ -206,6 +211,7 @@ checkpoint_acquire_writer(PG_FUNCTION_ARGS)
 	/* the result outlives SPI_finish; read it before counting runs a statement */
 	spi = MemoryContextSwitchTo(outer);
 	SpGetInt64(0, LEASE_COL_FENCE, &fence);
+	SpCheckFence(fence);
 	token = SpGetText(0, LEASE_COL_OWNER_TOKEN);
 	MemoryContextSwitchTo(spi);
 	if (held)

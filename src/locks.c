@@ -16,6 +16,13 @@
  * acquire holds its row, so fences also increase in the order locks are
  * granted. At now == expiresAt a lock is free.
  *
+ * Fence epochs (fences.c): a grant whose drawn value is not above the
+ * current epoch's floor is the first of a new timeline (or races it); it
+ * takes a transaction advisory lock on the sequence, draws again and, when
+ * still below, moves the sequence to floor + 1 with setval. Only that rare
+ * path serialises, and only on itself; the sequence never moves backwards
+ * (setval runs only while every value drawn is below the floor).
+ *
  * Clock: a call may wait for a key's row (held by another transaction, for
  * instance an app that called a lock function inside its own transaction),
  * and a lease must be judged and stamped by the clock after that wait, never
@@ -75,10 +82,31 @@ static SpQuery lock_hold = {
  * clock after any wait the insert made.
  */
 static SpQuery lock_grant = {
-	"UPDATE sandbox_persist.locks SET fence = nextval('sandbox_persist.lock_fences'),"
+	"UPDATE sandbox_persist.locks SET fence = $4,"
 	" acquired_at = $2, expires_at = $3 WHERE lock_key = $1"
 	" RETURNING owner_token::text AS owner_token, fence",
-	3, {TEXTOID, INT8OID, INT8OID}
+	4, {TEXTOID, INT8OID, INT8OID, INT8OID}
+};
+
+/* Draw the next fence value. */
+static SpQuery lock_draw_fence = {
+	"SELECT pg_catalog.nextval('sandbox_persist.lock_fences') AS fence",
+	0, {InvalidOid}
+};
+
+/* Serialise the epoch jump (the rare path of LockDrawFence) until commit. */
+static SpQuery lock_jump_lock = {
+	"SELECT pg_catalog.pg_advisory_xact_lock("
+	"'sandbox_persist.lock_fences'::pg_catalog.regclass::pg_catalog.oid::pg_catalog.int4, 0)",
+	0, {InvalidOid}
+};
+
+/* Draw again under the jump lock; below the floor $1, move the sequence to $1 + 1. */
+static SpQuery lock_jump_fence = {
+	"SELECT CASE WHEN d.v > $1 THEN d.v"
+	" ELSE pg_catalog.setval('sandbox_persist.lock_fences', $1 + 1) END AS fence"
+	" FROM (SELECT pg_catalog.nextval('sandbox_persist.lock_fences') AS v) d",
+	1, {INT8OID}
 };
 
 /* Lock the owner's row before the clock is read (renew). */
@@ -177,6 +205,32 @@ LockExpiry(FunctionCallInfo fcinfo, int argno, int64 now)
 }
 
 /*
+ * The fence of a grant: the next sequence value, above the current epoch's
+ * floor (see the header). Inside SPI, once the acquire holds its row.
+ */
+static int64
+LockDrawFence(int64 fence_floor)
+{
+	int64		fence = 0;
+	SpArgs		args;
+
+	SpArgsInit(&args);
+	SpExec(&lock_draw_fence, &args, false, 1);
+	SpGetInt64(0, SpColumn("fence"), &fence);
+	if (fence <= fence_floor)
+	{
+		SpArgsInit(&args);
+		SpExec(&lock_jump_lock, &args, false, 0);
+		SpArgsInit(&args);
+		SpArgInt64(&args, fence_floor);
+		SpExec(&lock_jump_fence, &args, false, 1);
+		SpGetInt64(0, SpColumn("fence"), &fence);
+	}
+	SpCheckFence(fence);
+	return fence;
+}
+
+/*
  * Read the clock (server clock, or now_ms when allowed) and return it; set
  * *expires to now + ttl_ms. Called once before locking, so a disallowed clock
  * or a bad ttl is refused before any wait, and again after the key rows are
@@ -205,12 +259,14 @@ lock_acquire(PG_FUNCTION_ARGS)
 	int64		now;
 	int64		expires;
 	int64		fence = 0;
+	int64		fence_floor;
 	char	   *token = NULL;
 	bool		first = true;
 	bool		granted;
 	bool		held;
 
 	(void) LockClock(fcinfo, 1, 2, &expires);	/* refuse bad input before locking */
+	fence_floor = SpFenceFloor();
 	SPI_connect();
 	SpArgsInit(&args);
 	SpArgText(&args, key);
@@ -228,10 +284,12 @@ lock_acquire(PG_FUNCTION_ARGS)
 
 		/* with no row to lock, the insert itself may have waited: stamp anew */
 		now = LockClock(fcinfo, 1, 2, &expires);
+		fence = LockDrawFence(fence_floor);
 		SpArgsInit(&args);
 		SpArgText(&args, key);
 		SpArgInt64(&args, now);
 		SpArgInt64(&args, expires);
+		SpArgInt64(&args, fence);
 		SpExec(&lock_grant, &args, false, 0);
 		spi = MemoryContextSwitchTo(outer);
 		token = SpGetText(0, SpColumn("owner_token"));

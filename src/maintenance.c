@@ -145,6 +145,30 @@ static SpQuery maint_lost_logs = {
 	4, {INT8OID, INT8OID, INT8OID, TEXTOID}
 };
 
+/* The same for the 0.4.0 schema: the terminal chunk continues the log's running digest. */
+static SpQuery maint_lost_logs_digest = {
+	"WITH c AS (SELECT l.log_id, l.run_id, l.tail_seq, l.tail_digest FROM sandbox_persist.event_logs l"
+	"  WHERE l.closed_at IS NULL AND l.last_append_at < $1"
+	"    AND NOT EXISTS (SELECT 1 FROM sandbox_persist.runs r"
+	"                    WHERE r.run_id = l.run_id AND r.status <> " SP_SQL_RUN_RUNNING ")"
+	"    AND NOT EXISTS (SELECT 1 FROM sandbox_persist.locks k"
+	"                    WHERE k.lock_key = " SP_SQL_Q(SP_LOCK_RUN_DRIVER_PREFIX) " || l.run_id"
+	"                      AND k.expires_at > $3)"
+	"  ORDER BY l.log_id LIMIT $2 FOR UPDATE OF l SKIP LOCKED),"
+	" k AS MATERIALIZED (SELECT c.log_id, c.tail_seq + 1 AS seq, c.tail_digest,"
+	"  pg_catalog.json_build_object('type', " SP_SQL_Q(SP_CHUNK_RUN_ERROR) ","
+	"    'runId', c.run_id, 'timestamp', $3, 'message', $4, 'code', " SP_SQL_Q(SP_PRODUCER_LOST_CODE) ","
+	"    'error', pg_catalog.json_build_object('message', $4, 'code', "
+	SP_SQL_Q(SP_PRODUCER_LOST_CODE) ")) AS chunk FROM c),"
+	" h AS MATERIALIZED (SELECT k.log_id, k.seq, k.chunk,"
+	"  k.tail_digest # " SP_SQL_ENTRY_HASH("k.seq", "k.chunk") " AS digest FROM k),"
+	" e AS (INSERT INTO sandbox_persist.event_log_entries (log_id, seq, chunk, digest)"
+	"  SELECT h.log_id, h.seq, h.chunk, h.digest FROM h)"
+	" UPDATE sandbox_persist.event_logs l SET tail_seq = h.seq, closed_at = $3, tail_digest = h.digest"
+	"   FROM h WHERE l.log_id = h.log_id RETURNING l.log_id",
+	4, {INT8OID, INT8OID, INT8OID, TEXTOID}
+};
+
 /* A5: whole closed logs only. */
 static SpQuery maint_delete_logs = {
 	"WITH c AS (SELECT log_id FROM sandbox_persist.event_logs WHERE " MAINT_LOG_DELETABLE("$1")
@@ -409,7 +433,7 @@ MaintEndLostLogs(int64 now, int64 max_rows)
 	SpArgText(&args, psprintf("The producer of this run stopped: no chunk was appended for %d s"
 							  " and no run-driver lock is held, so maintenance ended the stream.",
 							  sp_event_log_idle_close_s));
-	n = SpExec(&maint_lost_logs, &args, false, 0);
+	n = SpExec(LogHasDigests() ? &maint_lost_logs_digest : &maint_lost_logs, &args, false, 0);
 	MaintNotifyLogs(n);
 	return n;
 }

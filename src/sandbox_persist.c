@@ -42,6 +42,7 @@ PG_MODULE_MAGIC;
 
 bool		sp_allow_client_clock = false;
 bool		sp_allow_test_reset = false;
+int			sp_test_timeline = 0;
 int			sp_writer_lease_ms = SP_WRITER_LEASE_MS_DEFAULT;
 int			sp_blob_chunk_size = SP_BLOB_CHUNK_BYTES_DEFAULT;
 int			sp_blob_inline_max = SP_BLOB_INLINE_MAX_BYTES_DEFAULT;
@@ -94,6 +95,14 @@ _PG_init(void)
 							 false,
 							 PGC_SUSET, 0,
 							 NULL, NULL, NULL);
+	DefineCustomIntVariable("sandbox_persist.test_timeline",
+							"The timeline fences are granted on, instead of the server's (for tests only); 0 = the server's.",
+							"A fence carries the timeline it was granted on, so raising this simulates a"
+							" failover to a promoted standby; it stays 0 outside tests.",
+							&sp_test_timeline,
+							0, 0, INT_MAX,
+							PGC_SUSET, 0,
+							NULL, NULL, NULL);
 	DefineCustomIntVariable("sandbox_persist.writer_lease_duration",
 							"Checkpoint writer lease duration used when lease_ms is not given.",
 							"checkpoint_acquire_writer and checkpoint_renew_writer take it when their lease_ms"

@@ -28,6 +28,7 @@
 /* ---- settings (sandbox_persist.c) ---- */
 extern bool sp_allow_client_clock;
 extern bool sp_allow_test_reset;
+extern int	sp_test_timeline;
 extern int	sp_writer_lease_ms;
 extern int	sp_upload_expiry_s;
 extern int	sp_lock_purge_after_s;
@@ -353,6 +354,30 @@ extern Datum SpCreateOrResume(FunctionCallInfo fcinfo, SpQuery *insert, SpArgs *
 extern void PatchArgStatus(SpArgs *args, const SpJson *node, const char *what);
 extern void PatchArgInt(SpArgs *args, const SpJson *node, const char *field, int64 minval);
 extern void PatchArgJson(SpArgs *args, const SpJson *node, const char *field, SpJsonCheck check);
+
+/* ---- fence epochs (fences.c) ---- */
+
+/* A fence is epoch << SP_FENCE_EPOCH_SHIFT + counter; epoch = timeline - 1. */
+#define SP_FENCE_EPOCH_SHIFT 40
+
+/* Every fence granted now is greater than this (the current epoch's floor). */
+extern int64 SpFenceFloor(void);
+
+/* Refuse a granted fence above 2^53 - 1. */
+extern void SpCheckFence(int64 fence);
+
+/* event_log.c: whether the event log tables have the 0.4.0 digests */
+extern bool LogHasDigests(void);
+
+/*
+ * The 64-bit hash of one event log entry in SQL (the C side is LogEntryHash
+ * in event_log.c; test/pgtap/failover.sql T7 checks they agree): the
+ * first 8 bytes of sha256(int8send(seq) || the chunk's UTF-8 text).
+ */
+#define SP_SQL_ENTRY_HASH(seq, chunk) \
+	"('x' || pg_catalog.encode(pg_catalog.substr(pg_catalog.sha256(" \
+	"pg_catalog.int8send(" seq ") || pg_catalog.convert_to((" chunk ")::text, 'UTF8')), 1, 8), 'hex'))" \
+	"::pg_catalog.bit(64)::bigint"
 
 /* runs.c: whether the runs table has the 0.3.0 status clock */
 extern bool RunsHaveStatusClock(void);

@@ -7,7 +7,7 @@
 -- Cases: XF1 (F1 through the import), XF3-XF10 (F3-F10 with the source given
 -- as data), XS3 (S3), XB1-XB3 (blobs on the destination), XM1-XM9 (moves).
 BEGIN;
-SELECT plan(73);
+SELECT plan(75);
 SELECT sandbox_persist._reset_for_tests();
 
 -- 'SQLSTATE CODE_NAME' of the error a statement raises ('no error' if none).
@@ -284,6 +284,11 @@ CREATE TEMP TABLE doc AS SELECT sandbox_persist._thread_export('src') AS d;
 SELECT is((SELECT json_array_length(d->'checkpoints') FROM doc), 2, 'XM4 export carries both checkpoints');
 SELECT is(left(pg_temp.sp($$SELECT sandbox_persist._thread_import('src', 0, (SELECT d FROM doc))$$), 5), '55000',
           'XM5 import where the thread lives (and is moving out) is refused');
+-- T22: the digests of the moved logs, to compare after the import
+CREATE TEMP TABLE t22_digests ON COMMIT DROP AS
+    SELECT l.run_id, l.tail_digest, array_agg(e.digest ORDER BY e.seq) AS digests
+      FROM sandbox_persist.event_logs l JOIN sandbox_persist.event_log_entries e USING (log_id)
+     GROUP BY l.run_id, l.tail_digest;
 SELECT is(sandbox_persist._thread_drop('src')::text, '{"dropped" : true}', 'XM6 drop');
 SELECT is(pg_temp.owned('src'), 0::bigint, 'XM6 the source copy is gone');
 SELECT is((SELECT count(*) FROM sandbox_persist.conversation_messages WHERE thread_id = 'src'), 0::bigint,
@@ -308,6 +313,13 @@ SELECT sandbox_persist.blob_put(pg_temp.fk('beta'), convert_to('beta', 'UTF8'));
 SELECT is(sandbox_persist._thread_import('src', 1, (SELECT d FROM doc))::text,
           '{"imported" : true, "alreadyImported" : false}', 'XM8 import');
 SELECT is(pg_temp.reads_all(), (SELECT r FROM src_before), 'XM8 every read is as before the move');
+SELECT ok((SELECT count(*) FROM t22_digests) > 0, 'T22.1 the moved thread had event log entries');
+SELECT is((SELECT array_agg(format('%s %s %s', run_id, tail_digest, digests) ORDER BY run_id) FROM t22_digests),
+          (SELECT array_agg(format('%s %s %s', l.run_id, l.tail_digest,
+                  (SELECT array_agg(e.digest ORDER BY e.seq) FROM sandbox_persist.event_log_entries e
+                    WHERE e.log_id = l.log_id)) ORDER BY l.run_id)
+             FROM sandbox_persist.event_logs l WHERE l.run_id IN (SELECT run_id FROM t22_digests)),
+          'T22.2 the imported logs carry the source''s digests and tail digests, so readers'' tokens stay valid');
 SELECT is(sandbox_persist._thread_import('src', 1, (SELECT d FROM doc))::text,
           '{"imported" : false, "alreadyImported" : true}', 'XM8 a repeated import changes nothing');
 SELECT is(pg_temp.reads_all(), (SELECT r FROM src_before), 'XM8 still as before');

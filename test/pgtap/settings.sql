@@ -13,6 +13,7 @@ CREATE TEMP TABLE documented (name text, unit text, boot text) ON COMMIT DROP;
 INSERT INTO documented VALUES
     ('allow_client_clock', NULL, 'off'),
     ('allow_test_reset', NULL, 'off'),
+    ('test_timeline', NULL, '0'),                  -- 0.4.0: the server's timeline
     ('writer_lease_duration', 'ms', '120000'),     -- 120s
     ('blob_chunk_size', 'B', '262144'),            -- 256kB
     ('blob_inline_max', 'B', '262144'),            -- 256kB (0.3.0)

@@ -970,7 +970,7 @@ async function selfTest() {
   const cases = [
     ['blob_reference_rows', `DELETE FROM ${T}checkpoint_blob_refs WHERE ctid = (SELECT min(ctid) FROM ${T}checkpoint_blob_refs)`],
     ['event_log_offsets', `WITH l AS (SELECT log_id, tail_seq FROM ${T}event_logs WHERE tail_seq > 0 ORDER BY log_id LIMIT 1),
-        i AS (INSERT INTO ${T}event_log_entries SELECT l.log_id, l.tail_seq + 1, e.chunk FROM l
+        i AS (INSERT INTO ${T}event_log_entries (log_id, seq, chunk, digest) SELECT l.log_id, l.tail_seq + 1, e.chunk, e.digest FROM l
               JOIN ${T}event_log_entries e ON e.log_id = l.log_id AND e.seq = l.tail_seq)
         UPDATE ${T}event_logs x SET tail_seq = x.tail_seq + 1 FROM l WHERE x.log_id = l.log_id`],
     ['heads_exist_own_thread', `UPDATE ${T}checkpoint_threads SET head_id = (SELECT checkpoint_id FROM ${T}checkpoints WHERE thread_id = 'th-1' LIMIT 1)

@@ -96,9 +96,17 @@ read_all() {
 }
 # 3. Read, update, read.
 read_all before "$DB"
+# The fences granted before the update, for the T19 checks after it.
+thread_fences=$(psql_su -At -c "SELECT coalesce(json_object_agg(thread_id, fence), '{}') FROM sandbox_persist.checkpoint_threads")
+lock_seq=$(psql_su -At -c "SELECT last_value FROM sandbox_persist.lock_fences")
 psql_su -c "ALTER EXTENSION sandbox_persist UPDATE" || fail "ALTER EXTENSION sandbox_persist UPDATE failed"
 [ "$(ext_version "$DB")" = "$target" ] || fail "ALTER EXTENSION ... UPDATE left version $(ext_version "$DB"), not $target"
 read_all after "$DB"
+# The documented upgrade step (README "Upgrade"): new store functions are not
+# granted by themselves (0.4.0 adds event_log_read_verified), so the DBA runs
+# grant_app_role again; the upgraded database must then match a fresh one.
+psql_su -c "SELECT sandbox_persist.grant_app_role('$APP')" >/dev/null || fail "grant_app_role after the update failed"
+read_all after_grant "$DB"
 # The lines the update changes on purpose: owners (and so the grantor of
 # every grant), the schema's ACL, the version; 0.3.0 drops checkpoints.seq
 # (and its identity sequence) and gives fork roots their own copy of their
@@ -131,14 +139,27 @@ mask() {
            -e 's/,"conversationPositionsDeleted":[0-9]+,"conversationMessagesDeleted":[0-9]+\}/}/g' "$1" \
         | grep -Pv '^R\tcatalog\tschema\t' || true
 }
-mask "$WORK/after.out" >"$WORK/upgraded.cmp"; mask "$WORK/fresh.out" >"$WORK/fresh.cmp"
+mask "$WORK/after_grant.out" >"$WORK/upgraded.cmp"; mask "$WORK/fresh.out" >"$WORK/fresh.cmp"
 read -r n2 d2 < <(compare "upgraded and fresh" "$WORK/upgraded.cmp" "$WORK/fresh.cmp")
 mask "$WORK/writes.$DB.out" >"$WORK/upgraded_w.cmp"; mask "$WORK/writes.$FRESH.out" >"$WORK/fresh_w.cmp"
 read -r w3 d3 < <(compare "writes, upgraded and fresh" "$WORK/upgraded_w.cmp" "$WORK/fresh_w.cmp")
 mask "$WORK/after_writes.out" >"$WORK/upgraded_aw.cmp"; mask "$WORK/fresh_after_writes.out" >"$WORK/fresh_aw.cmp"
 read -r n4 d4 < <(compare "after the writes, upgraded and fresh" "$WORK/upgraded_aw.cmp" "$WORK/fresh_aw.cmp")
 
+# T19: fences keep growing across the update, the digests it computed are the library's.
+failover_checks=0
+if [ "$(ext_version "$DB")" = "$target" ]; then
+    psql -X -d "$DB" -v thread_fences="$thread_fences" -v lock_seq="$lock_seq" -f "$HERE/failover.sql" \
+        >"$WORK/failover.out" 2>"$WORK/failover.err" || true
+    cat "$WORK/failover.out"
+    failover_checks=$(grep -c '^ok ' "$WORK/failover.out" || true)
+    if [ "$failover_checks" -ne 7 ]; then
+        echo "upgrade on data: $failover_checks of 7 failover checks (T19) passed" >&2
+    fi
+fi
+
 errors=0
+[ "$failover_checks" -eq 7 ] || errors=$((errors + 1))
 for f in "$WORK"/*.err; do
     if grep -q . "$f"; then
         echo "-- messages from $(basename "$f" .err):"
@@ -167,5 +188,5 @@ fi
 
 elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
 echo "upgrade on data: $FROM -> $target, $errors errors, ${elapsed} ms"
-echo "summary: upgrade on data from $FROM: $n1 reads compared before and after the update, $((n2 + n4)) reads and $w3 writes compared with a fresh install, $differences differences; pgTAP on the upgraded database: ${tap_files:-no files}, result ${tap_result:-none}"
+echo "summary: upgrade on data from $FROM: $n1 reads compared before and after the update, $((n2 + n4)) reads and $w3 writes compared with a fresh install, $differences differences, $failover_checks of 7 failover checks (T19); pgTAP on the upgraded database: ${tap_files:-no files}, result ${tap_result:-none}"
 [ "$differences" -eq 0 ] && [ "$errors" -eq 0 ] && [ "$tap_status" -eq 0 ] && [ "$tap_result" = PASS ]

@@ -1,8 +1,13 @@
 /**
  * `StreamDurability` over the durable event log (docs/contract/event-log.md).
  *
- * Offsets are `v1.<first 12 hex of sha256(runId)>.<seq>`; `'-1'` reads from
- * the start and `'now'` from the current tail. `read` replays strictly after
+ * Offsets are resume tokens `v2.<first 12 hex of sha256(runId)>.<seq>.<digest>`
+ * (docs/contract/failover.md §2): the digest is the server's running digest of
+ * the log up to that entry, and every read passes the last one back, so a
+ * reader resuming on a promoted standby that lost or rewrote those entries
+ * gets `EventLogOffsetDivergedError` (SP405), never a different stream.
+ * `v1.<tag>.<seq>` offsets of 0.3.0 are still read, unverified for their
+ * first page. `'-1'` reads from the start and `'now'` from the current tail. `read` replays strictly after
  * the offset, then parks until the log is closed (and fully read) or the signal
  * aborts, woken by `NOTIFY sandbox_persist_event_log` (payload: the log id) on
  * the shared listener connection, with a fallback poll. It never ends because
@@ -120,7 +125,14 @@ interface ReadResult {
   exists: boolean
   closed: boolean
   tail: number
-  entries: Array<{ seq: number; chunk: StreamChunk }>
+  tailDigest: string
+  entries: Array<{ seq: number; digest: string; chunk: StreamChunk }>
+}
+
+/** A parsed offset: the entry it follows and, for a v2 token, that entry's digest. */
+interface Position {
+  seq: number
+  digest: string | null
 }
 
 const TERMINAL = new Set(['completed', 'failed', 'aborted'])
@@ -368,7 +380,7 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
     let reportedUndefined = false
     let ended = false
     const inFlight = new Set<Promise<unknown>>()
-    const format = (seq: number) => `v1.${tag}.${seq}`
+    const format = (seq: number, digest: string) => `v2.${tag}.${seq}.${digest}`
 
     /** Run one write of this producer, visible to the drain while it is in flight. */
     const track = async <T>(write: Promise<T>): Promise<T> => {
@@ -381,11 +393,11 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
     }
     const appendRaw = (chunks: ReadonlyArray<unknown>) => {
       producerSeq += 1
-      return value<Array<number>>(
+      return value<Array<{ seq: number; digest: string }>>(
         pool,
         `SELECT ${SP}.event_log_append($1::text, $2::json, $3::json) AS r`,
-        [runId, json(chunks), JSON.stringify({ producerId, producerSeq })],
-        // Same producerId/producerSeq: the server returns the same numbers.
+        [runId, json(chunks), JSON.stringify({ producerId, producerSeq, withDigests: true })],
+        // Same producerId/producerSeq: the server returns the same tokens.
         { retryUnknownOutcome: true },
       )
     }
@@ -419,24 +431,29 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
     }
     if (resumeOffset !== null && resumeOffset !== '-1' && resumeOffset !== 'now') parseOffset(resumeOffset)
 
-    function parseOffset(offset: string): number {
-      const match = /^v1\.([0-9a-f]{12})\.([1-9][0-9]*)$/.exec(offset)
-      if (match === null || !Number.isSafeInteger(Number(match[2]))) {
+    function parseOffset(offset: string): Position {
+      const match = /^(?:v1\.([0-9a-f]{12})\.([1-9][0-9]*)|v2\.([0-9a-f]{12})\.([1-9][0-9]*)\.([0-9a-f]{16}))$/.exec(offset)
+      const runPart = match?.[1] ?? match?.[3]
+      const seq = Number(match?.[2] ?? match?.[4])
+      if (match === null || !Number.isSafeInteger(seq)) {
         throw new SandboxPersistError('EVENT_LOG_INVALID_OFFSET', `Invalid sandbox_persist event-log offset: ${JSON.stringify(offset)}`)
       }
-      if (match[1] !== tag) {
+      if (runPart !== tag) {
         throw new SandboxPersistError(
           'EVENT_LOG_INVALID_OFFSET',
           `Offset ${JSON.stringify(offset)} belongs to another run, not ${JSON.stringify(runId)}.`,
         )
       }
-      return Number(match[2])
+      return { seq, digest: match[5] ?? null }
     }
 
-    const readPage = (after: number, rows: number) =>
-      value<ReadResult>(pool, `SELECT ${SP}.event_log_read($1::text, $2::bigint, $3::integer) AS r`, [
+    // The digest of the entry read last travels with every page, so the
+    // server vouches for the stream across a failover between two pages too.
+    const readPage = (after: number, digest: string | null, rows: number) =>
+      value<ReadResult>(pool, `SELECT ${SP}.event_log_read_verified($1::text, $2::bigint, $3::text, $4::integer) AS r`, [
         runId,
         after,
+        digest,
         rows,
       ])
 
@@ -452,11 +469,11 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
         if (chunks.length === 0) return []
         if (!reportedUndefined) reportedUndefined = reportUndefinedMembers(runId, chunks)
         producers.add(producer)
-        const seqs = await track(appendRaw(chunks))
-        if (!Array.isArray(seqs) || seqs.length !== chunks.length) {
-          throw new Error(`event_log_append returned ${Array.isArray(seqs) ? seqs.length : 'no'} sequence numbers for ${chunks.length} chunks.`)
+        const tokens = await track(appendRaw(chunks))
+        if (!Array.isArray(tokens) || tokens.length !== chunks.length) {
+          throw new Error(`event_log_append returned ${Array.isArray(tokens) ? tokens.length : 'no'} sequence numbers for ${chunks.length} chunks.`)
         }
-        return seqs.map(format)
+        return tokens.map((t) => format(t.seq, t.digest))
       },
 
       read(offset, signal) {
@@ -473,13 +490,9 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
       },
 
       async snapshot() {
-        const entries =
-          (await value<Array<{ seq: number; chunk: StreamChunk }> | null>(
-            pool,
-            `SELECT ${SP}.event_log_snapshot($1::text) AS r`,
-            [runId],
-          )) ?? []
-        return entries.map((e) => ({ offset: format(e.seq), chunk: e.chunk }))
+        // One verified read of every entry: one snapshot, with the digests.
+        const page = await readPage(0, null, 2_147_483_647)
+        return page.entries.map((e) => ({ offset: format(e.seq, e.digest), chunk: e.chunk }))
       },
     }
 
@@ -488,7 +501,9 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
       signal?: AbortSignal,
     ): AsyncGenerator<{ offset: string; chunk: StreamChunk }> {
       const fromStart = offset === '-1' || offset === 'now'
-      let after = offset === '-1' || offset === 'now' ? 0 : parseOffset(offset)
+      const start: Position = fromStart ? { seq: 0, digest: null } : parseOffset(offset)
+      let after = start.seq
+      let afterDigest = start.digest
       let logId: number | undefined
       const waker = new Waker()
       // LISTEN before the first query the wait depends on.
@@ -501,19 +516,21 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
         await listener.ready()
         if (offset === 'now') {
           waker.reset()
-          const head = await readPage(0, 0)
+          const head = await readPage(0, null, 0)
           if (head.logId !== undefined) logId = head.logId
           after = head.tail
+          afterDigest = head.tailDigest
         }
         let firstChunkDeadline: number | undefined
         for (;;) {
           if (signal?.aborted) return
           waker.reset()
-          const page = await readPage(after, pageSize)
+          const page = await readPage(after, afterDigest, pageSize)
           if (page.logId !== undefined) logId = page.logId
           for (const entry of page.entries) {
             after = entry.seq
-            yield { offset: format(entry.seq), chunk: entry.chunk }
+            afterDigest = entry.digest
+            yield { offset: format(entry.seq, entry.digest), chunk: entry.chunk }
             if (signal?.aborted) return
           }
           if (page.entries.length >= pageSize) continue

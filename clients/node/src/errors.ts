@@ -111,6 +111,8 @@ export type SandboxPersistErrorCode =
   | 'EVENT_LOG_OFFSET_OUT_OF_RANGE'
   | 'EVENT_LOG_PRODUCER_SEQ_CONFLICT'
   | 'EVENT_LOG_FENCE_STALE'
+  /** SP405 (ours): a resume token the server cannot vouch for (entries lost or rewritten in a failover). */
+  | 'EVENT_LOG_OFFSET_DIVERGED'
   | 'EVENT_LOG_INVALID_OFFSET'
   | 'CLIENT_CLOCK_NOT_ALLOWED'
   | 'TEST_RESET_NOT_ALLOWED'
@@ -151,6 +153,20 @@ export class SandboxPersistError extends Error {
     this.code = code
     this.sqlstate = sqlstate
     this.detail = detail
+  }
+}
+
+/**
+ * SP405: the event log cannot vouch for a resume offset: the server holds no
+ * entry there, or other entries up to it, as after a failover to a standby
+ * that lacked acknowledged appends (docs/contract/failover.md §2). The reader
+ * must not continue from that offset: replay from the start (`'-1'`) or
+ * report the stream as broken.
+ */
+export class EventLogOffsetDivergedError extends SandboxPersistError {
+  constructor(message: string, sqlstate: string, detail: string | undefined, options?: ErrorOptions) {
+    super('EVENT_LOG_OFFSET_DIVERGED', message, sqlstate, detail, options)
+    this.name = 'EventLogOffsetDivergedError'
   }
 }
 
@@ -240,6 +256,7 @@ const SP_CODES: Record<string, SandboxCheckpointErrorCode | SandboxPersistErrorC
   SP402: 'EVENT_LOG_OFFSET_OUT_OF_RANGE',
   SP403: 'EVENT_LOG_PRODUCER_SEQ_CONFLICT',
   SP404: 'EVENT_LOG_FENCE_STALE',
+  SP405: 'EVENT_LOG_OFFSET_DIVERGED',
   SP901: 'CLIENT_CLOCK_NOT_ALLOWED',
   SP902: 'TEST_RESET_NOT_ALLOWED',
 }
@@ -356,6 +373,13 @@ export function translateError(error: unknown, context: ErrorContext = {}): unkn
       return decorate(e, sqlstate, detail)
     }
     if (!KNOWN_CODES.has(code)) code = 'UNKNOWN_SP_ERROR'
+    if (code === 'EVENT_LOG_OFFSET_DIVERGED') {
+      return decorate(
+        new EventLogOffsetDivergedError(`${error.message}: ${sentence}`, sqlstate, detail, { cause: error }),
+        sqlstate,
+        detail,
+      )
+    }
     return decorate(
       new SandboxPersistError(code as SandboxPersistErrorCode, `${error.message}: ${sentence}`, sqlstate, detail, { cause: error }),
       sqlstate,

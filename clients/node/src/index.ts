@@ -52,6 +52,7 @@ export {
   SandboxCheckpointInvalidEntryError,
   SandboxPersistError,
   SandboxPersistSetupError,
+  EventLogOffsetDivergedError,
   LockAcquireTimeoutError,
   LockLostError,
   translateError,

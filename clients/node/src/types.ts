@@ -267,6 +267,11 @@ export interface SandboxCheckpoint {
 export interface SandboxCheckpointWriter {
   threadId: string
   ownerToken: string
+  /**
+   * `(timeline − 1) · 2^40 + counter` (docs/contract/failover.md §1): grows on
+   * every acquire, past every earlier timeline's after a failover; the server
+   * keeps it at most 2^53 − 1, so a JS number holds it exactly.
+   */
   fence: number
 }
 

@@ -110,18 +110,24 @@ describe('event log', () => {
     expect(seen).toEqual([chunk(2)])
   })
 
-  it('E19 offsets are v1.<tag>.<seq>, unique, free of whitespace, CR, LF and NUL; another run\'s offset is rejected', async () => {
+  it('E19 offsets are v2.<tag>.<seq>.<digest>, unique, free of whitespace, CR, LF and NUL; another run\'s offset is rejected', async () => {
     const log = durability('run/é 1')
     const offsets = await log.append([chunk(1), chunk(2), chunk(3)])
     const tag = createHash('sha256').update('run/é 1', 'utf8').digest('hex').slice(0, 12)
     expect(runTag('run/é 1')).toBe(tag)
-    expect(offsets).toEqual([`v1.${tag}.1`, `v1.${tag}.2`, `v1.${tag}.3`])
+    const digests = await rows<{ d: string }>(
+      pool,
+      `SELECT lpad(to_hex(e.digest), 16, '0') AS d FROM sandbox_persist.event_log_entries e
+         JOIN sandbox_persist.event_logs l USING (log_id) WHERE l.run_id = 'run/é 1' ORDER BY e.seq`,
+    )
+    expect(offsets).toEqual([1, 2, 3].map((n) => `v2.${tag}.${n}.${digests[n - 1]!.d}`))
     expect(new Set(offsets).size).toBe(3)
     for (const o of offsets) {
       expect(o).toBe(o.trim())
       expect(/[\s\r\n\u0000]/.test(o)).toBe(false)
     }
-    expect(await log.append([chunk(4)])).toEqual([`v1.${tag}.4`])
+    const [fourth] = await log.append([chunk(4)])
+    expect(fourth).toMatch(new RegExp(`^v2\\.${tag}\\.4\\.[0-9a-f]{16}$`))
     expect(await log.append([])).toEqual([])
     const other = durability('another-run')
     await other.append([chunk(1)])
@@ -168,13 +174,13 @@ describe('event log', () => {
     expect(await rows(pool, `SELECT 1 FROM sandbox_persist.event_logs`)).toEqual([])
     const error = await rejection(log.read(`v1.${runTag('snap-run')}.3`)[Symbol.asyncIterator]().next())
     expect(error.code).toBe('EVENT_LOG_NOT_FOUND')
-    await log.append([chunk(1)])
+    const firstOffsets = await log.append([chunk(1)])
     const beyond = await rejection(log.read(`v1.${runTag('snap-run')}.9`)[Symbol.asyncIterator]().next())
     expect(beyond.code).toBe('EVENT_LOG_OFFSET_OUT_OF_RANGE')
     await log.close()
     await log.close()
     const snap = await log.snapshot()
-    expect(snap.map((e) => e.offset)).toEqual([`v1.${runTag('snap-run')}.1`])
+    expect(snap.map((e) => e.offset)).toEqual(firstOffsets)
     snap[0]!.chunk = chunk(99)
     expect((await log.snapshot())[0]!.chunk).toEqual(chunk(1))
   })

@@ -213,8 +213,12 @@ const F = {
     producerId: { s: S.uuid() },
     producerSeq: { s: S.int((c) => String(c.rng.int(10))) },
     fenceEpoch: { s: S.int((c) => String(c.rng.int(5))) },
+    withDigests: { s: S.bool() },
   }))],
   event_log_read: [A.id('run'), A.big(['0', '1', '2', '5']), A.int(['1000', '1', '0'])],
+  // a resume token's digest: 16 lowercase hex digits (0 is position 0's)
+  event_log_read_verified: [A.id('run'), A.big(['0', '1', '2', '5']),
+    A.text(['0000000000000000', '605fa742c71b8d95', 'ffffffffffffffff']), A.int(['1000', '1', '0'])],
   event_log_close: [A.id('run')],
   event_log_snapshot: [A.id('run')],
 
@@ -306,6 +310,7 @@ function validJson(ctx, fn, argIndex, shape) {
     const e = [];
     if (r.chance(0.5)) e.push(['producerId', J.str(r.uuid())], ['producerSeq', J.num(String(r.int(10)))]);
     if (r.chance(0.3)) e.push(['fenceEpoch', J.num(String(r.int(5)))]);
+    if (r.chance(0.3)) e.push(['withDigests', J.bool(r.chance(0.5))]);
     return J.obj(e);
   }
   return shape.valid(ctx);

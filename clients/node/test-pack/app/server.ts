@@ -114,7 +114,8 @@ const text = [...body.matchAll(/^data: (.*)$/gm)]
   .map((c) => c.delta)
   .join('')
 if (text !== WORDS.join('')) fail(`streamed text was ${JSON.stringify(text)}`)
-if (!/^id: v1\./m.test(body)) fail('events carry no durable offsets')
+// the SSE ids are the adapter's resume tokens: v2.<run tag>.<seq>.<digest>
+if (!/^id: v2\.[0-9a-f]{12}\.[1-9][0-9]*\.[0-9a-f]{16}$/m.test(body)) fail('events carry no durable offsets')
 let transcript = await persistence.stores.messages.loadThread(threadId)
 for (let i = 0; i < 50 && transcript.length < 2; i++) {
   await new Promise((r) => setTimeout(r, 20))

@@ -6,6 +6,8 @@
 #   make installcheck-conformance  the pgTAP conformance suites against an existing
 #               database (PG* variables or CONFORMANCE_DB=URL), its data untouched
 #   make deb    Debian packages postgresql-NN-sandbox-persist into dist/deb/ (+ lintian)
+#   make test-packaging  the .deb installed into a clean bookworm chroot, upgraded from 0.3.0's (root)
+#   make dist   the PGXN zip (git archive), the adapter's .tgz and SHA256SUMS into dist/
 #   make bench  benchmarks against baselines into bench/results/ (QUICK=1: a short run)
 
 EXTENSION   = sandbox_persist
@@ -73,7 +75,7 @@ endif
 # changed struct or constant never leaves a stale object behind.
 $(OBJS): $(wildcard $(srcdir)/src/*.h)
 
-.PHONY: deps run stop test test-matrix test-shards torture bench installcheck-conformance deb
+.PHONY: deps run stop test test-matrix test-shards torture bench installcheck-conformance deb dist test-packaging
 deps:
 	bash scripts/deps.sh
 run:
@@ -94,3 +96,7 @@ installcheck-conformance:
 	bash scripts/conformance.sh $(CONFORMANCE_DB)
 deb:
 	bash scripts/deb.sh
+dist:
+	bash scripts/dist.sh
+test-packaging:
+	bash test/packaging/run.sh

@@ -10,7 +10,7 @@
 # For make test-matrix (scripts/matrix.sh), three settings split one run:
 #   SANDBOX_PERSIST_SUITES    the suites to run, from: regress pgtap node backup upgrade
 #                             fuzz torture broken_build stands_alone vocabulary file_cycles shards
-#                             conformance
+#                             conformance dist (packaging: not by default; root, slow)
 #                             (default: all)
 #   SANDBOX_PERSIST_KEEP_CLUSTER=1   leave the cluster running on exit
 #   SANDBOX_PERSIST_USE_CLUSTER=1    no set-up: use the running cluster named
@@ -18,7 +18,7 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-SUITES=" ${SANDBOX_PERSIST_SUITES:-regress pgtap node backup upgrade fuzz torture broken_build stands_alone vocabulary file_cycles shards conformance} "
+SUITES=" ${SANDBOX_PERSIST_SUITES:-regress pgtap node backup upgrade fuzz torture broken_build stands_alone vocabulary file_cycles shards conformance dist} "
 
 if [ -n "${SANDBOX_PERSIST_USE_CLUSTER:-}" ]; then
     export PGHOST PGPORT PGUSER PGDATABASE
@@ -89,6 +89,8 @@ chosen stands_alone && run_suite "the repository stands alone" bash test/scripts
 chosen vocabulary && run_suite "one vocabulary: C, SQL, Node, docs" bash test/scripts/vocabulary.sh
 chosen shards && run_suite "router and two shards (PL/Proxy, loopback)" bash test/shards/run.sh
 chosen conformance && run_suite "scripts/conformance.sh against an installed database" bash test/conformance/run.sh
+chosen dist && run_suite "PGXN META.json and make dist" bash test/dist/run.sh
+chosen packaging && run_suite "Debian package in a clean chroot" bash test/packaging/run.sh
 chosen file_cycles && run_suite "no two C files call each other in a loop" bash test/scripts/file_cycles.sh
 
 suites_close

@@ -56,5 +56,6 @@ export {
   type SandboxPersistErrorCode,
   type SandboxPersistSetupErrorCode,
 } from './errors.js'
+export { ADAPTER_VERSION, compatibleRange, isCompatible } from './version.js'
 export type { Queryable } from './internal.js'
 export type * from './types.js'

@@ -4,7 +4,8 @@
  * before any `text` parameter, patch encoding, retries of 40001/40P01.
  */
 import type pg from 'pg'
-import { translateError, type ErrorContext, isDatabaseError } from './errors.js'
+import { SandboxPersistError, translateError, type ErrorContext, isDatabaseError } from './errors.js'
+import { ensureCompatibleExtension } from './version.js'
 
 /** Anything with node-postgres' `query(text, values)`: a `pg.Pool` normally. */
 export interface Queryable {
@@ -35,6 +36,11 @@ export async function run(
   values: ReadonlyArray<unknown>,
   options: CallOptions = {},
 ): Promise<pg.QueryResult> {
+  try {
+    await ensureCompatibleExtension(db)
+  } catch (error) {
+    throw error instanceof SandboxPersistError ? error : translateError(error, options)
+  }
   let attempt = 0
   for (;;) {
     try {

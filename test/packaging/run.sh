@@ -56,7 +56,7 @@ SANDBOX_PERSIST_DEB_OUT=$out/deb bash scripts/deb.sh "$v040^" >"$out/deb-0.3.0.l
     || { cat "$out/deb-0.3.0.log"; echo "summary: packaging: FAIL (building 0.3.0's package)"; exit 1; }
 SANDBOX_PERSIST_DEB_OUT=$out/deb bash scripts/deb.sh >"$out/deb-0.4.0.log" 2>&1 \
     || { cat "$out/deb-0.4.0.log"; echo "summary: packaging: FAIL (building this tree's package)"; exit 1; }
-grep -E '^  [a-z0-9.+_-]+\.deb [0-9]+ bytes' "$out"/deb-*.log
+grep -hE '^  [a-z0-9.+_-]+\.deb [0-9]+ bytes' "$out"/deb-*.log
 old_deb=$(ls "$out"/deb/postgresql-15-sandbox-persist_0.3.0-*_*.deb)
 new_deb=$(ls "$out"/deb/postgresql-15-sandbox-persist_0.4.0-*_*.deb)
 
@@ -97,7 +97,7 @@ else
 fi
 # pgTAP for the conformance run (a test tool, on the server side only).
 in_chroot apt-get install -y -q postgresql-15-pgtap >>"$out/apt.log" 2>&1 || fail "installing postgresql-15-pgtap in the chroot"
-tools=$(in_chroot sh -c 'for t in gcc cc make; do command -v $t; done; dpkg-query -W -f="\${Package}\n" "postgresql-server-dev-*" 2>/dev/null' || true)
+tools=$(in_chroot sh -c 'for t in gcc cc make; do command -v $t; done; dpkg-query -W -f="\${db:Status-Abbrev}|\${Package}\n" "postgresql-server-dev-*" "libpq-dev" 2>/dev/null | sed -n "s/^ii *|//p"' || true)
 if [ -z "$tools" ]; then echo "ok - PK1.2 no compiler, make or server headers in the chroot"; else fail "PK1.2 build tools present: $tools"; fi
 in_chroot dpkg-query -W -f='${Status}\n' postgresql-15-cron 2>/dev/null | grep -q 'install ok installed' \
     && echo "ok - PK1.3 pg_cron came with it (Recommends)" || fail "PK1.3 postgresql-15-cron installed as recommended"

@@ -2,7 +2,7 @@
 // requires, and those it defines that we use) and against the tree: the
 // version equals sandbox_persist.control's default_version, every provided
 // file exists, PostgreSQL 15 is the lowest runtime requirement and pg_cron is
-// recommended. Prints one line per check, "summary: ..." last; exits 1 on a
+// recommended. Prints one line per check, "meta: ..." last; exits 1 on a
 // failed check. Usage: node test/dist/meta.js [META.json]
 import { readFileSync, existsSync } from "node:fs";
 import { resolve, dirname } from "node:path";
@@ -30,7 +30,7 @@ try {
   check(true, "PX1 META.json is JSON");
 } catch (e) {
   check(false, `PX1 META.json is JSON (${e.message})`);
-  console.log("summary: PGXN META.json: 0 passed, 1 failed");
+  console.log("meta: PGXN META.json: 0 passed, 1 failed");
   process.exit(1);
 }
 
@@ -79,5 +79,5 @@ check(typeof pg === "string" && /^15\.0\.0$/.test(pg), "PX4.3 runtime requires P
 check(meta.prereqs?.runtime?.recommends?.pg_cron !== undefined, "PX4.4 pg_cron is recommended at runtime");
 check(meta.prereqs?.test?.requires?.pgtap !== undefined, "PX4.5 pgtap is required by the tests");
 
-console.log(`summary: PGXN META.json: ${passed} passed, ${failed} failed`);
+console.log(`meta: PGXN META.json: ${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

@@ -42,5 +42,5 @@ fi
 
 status=pass
 [ ${#failures[@]} -eq 0 ] || status="FAIL (${failures[*]})"
-echo "summary: dist: $status; $(grep '^summary:' <<<"$meta_out" | sed 's/^summary: //'); $(basename "$tarball") $(stat -c %s "$tarball" 2>/dev/null) bytes, $(basename "$tgz") $(stat -c %s "$tgz" 2>/dev/null) bytes"
+echo "summary: dist: $status; $(grep '^meta:' <<<"$meta_out" | sed 's/^meta: //'); $(basename "$tarball") $(stat -c %s "$tarball" 2>/dev/null) bytes, $(basename "$tgz") $(stat -c %s "$tgz" 2>/dev/null) bytes"
 [ ${#failures[@]} -eq 0 ]

@@ -30,7 +30,8 @@
 # create roles and LOAD the library. A superuser session turns the two settings
 # on for its own connections (PGOPTIONS) and runs everything; any other role
 # runs test/conformance/installed.sql and every other file is skipped, its
-# reason naming what it needs.
+# reason naming what it needs. A file that schedules the pg_cron job
+# (maintenance.sql) is skipped, saying so, where pg_cron is not installed.
 #
 # A PL/Proxy router database (functions in schema sandbox_persist written in
 # plproxy) is refused unless --router is given: through a router every call
@@ -70,6 +71,7 @@ if ! probe=$(q "SELECT concat_ws('|',
         coalesce((SELECT extversion FROM pg_extension WHERE extname = 'sandbox_persist'), ''),
         (SELECT rolsuper FROM pg_roles WHERE rolname = current_user),
         EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pgtap'),
+        EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_cron'),
         EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'pgtap'),
         EXISTS (SELECT 1 FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
                 JOIN pg_namespace n ON n.oid = p.pronamespace
@@ -78,7 +80,7 @@ if ! probe=$(q "SELECT concat_ws('|',
     echo "Bail out! cannot query the database: $probe"
     exit 2
 fi
-IFS='|' read -r extversion is_super has_pgtap pgtap_available is_router dbname dbuser server_version <<<"$probe"
+IFS='|' read -r extversion is_super has_pgtap has_cron pgtap_available is_router dbname dbuser server_version <<<"$probe"
 
 echo "# sandbox_persist conformance: database $dbname as $dbuser, PostgreSQL $server_version"
 if [ "$is_router" = t ]; then
@@ -92,7 +94,7 @@ elif [ -z "$extversion" ]; then
     echo "Bail out! sandbox_persist is not installed in database $dbname (CREATE EXTENSION sandbox_persist)"
     exit 2
 fi
-echo "# extension version $extversion; superuser: $is_super; pgtap installed: $has_pgtap"
+echo "# extension version $extversion; superuser: $is_super; pgtap installed: $has_pgtap; pg_cron installed: $has_cron"
 if [ "$has_pgtap" != t ] && [ "$pgtap_available" != t ]; then
     echo "Bail out! pgTAP is not available on the server: install it (Debian: apt-get install postgresql-$(echo "$server_version" | cut -d. -f1)-pgtap)"
     exit 2
@@ -145,6 +147,11 @@ for f in $(ls "$work"/pgtap/*.sql | LC_ALL=C sort); do
     fi
     if [ -n "$router" ] && [[ " $ROUTER_SUITES " != *" $name "* ]]; then
         skip "$f" "does not hold through a router (test/shards/run.sh gives the reason)"
+        skipped=$((skipped + 1))
+        continue
+    fi
+    if [ "$has_cron" != t ] && grep -q 'cron\.job' "$f"; then
+        skip "$f" "needs pg_cron installed in this database (it schedules the maintenance job)"
         skipped=$((skipped + 1))
         continue
     fi

@@ -7,8 +7,9 @@
 #   CF2  as a non-superuser application role (reached by URL) only the
 #        installation checks run (INS1-INS3 pass) and every other file is
 #        skipped with a reason naming the superuser settings it needs
-#   CF3  neither run changes the database: a checksum of every store table and
-#        sequence (the extension's pg_dump-registered relations) is unchanged
+#   CF3  neither run changes the stores: a checksum of every row of every store
+#        table (the extension's pg_dump-registered tables) is unchanged, and no
+#        sequence moves back (nextval is never rolled back, so one may move on)
 #   CF4  a database without the extension, or a router without --router, is
 #        refused (exit 2) before anything runs
 # Prints "summary: conformance suite: ..." and exits non-zero on any failure.
@@ -27,19 +28,38 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# checksum: one md5 over every row of every store table and every sequence position.
+# checksum: one md5 over every row of every store table (the extension's
+# pg_dump-registered tables).
 checksum() {
     local rows
     rows=$(psql -X -q -At -v ON_ERROR_STOP=1 <<'SQL'
-SELECT CASE c.relkind
-       WHEN 'S' THEN format('SELECT %L, last_value, is_called FROM %s', c.oid::regclass, c.oid::regclass)
-       ELSE format('SELECT %L, count(*), md5(coalesce(string_agg(t::text, E''\n'' ORDER BY t::text), '''')) FROM %s t',
-                   c.oid::regclass, c.oid::regclass) END
+SELECT format('SELECT %L, count(*), md5(coalesce(string_agg(t::text, E''\n'' ORDER BY t::text), '''')) FROM %s t',
+              c.oid::regclass, c.oid::regclass)
 FROM pg_extension e, unnest(e.extconfig) AS x(oid) JOIN pg_class c ON c.oid = x.oid
-WHERE e.extname = 'sandbox_persist' ORDER BY c.oid::regclass::text \gexec
+WHERE e.extname = 'sandbox_persist' AND c.relkind = 'r' ORDER BY c.oid::regclass::text \gexec
 SQL
 ) && [ -n "$rows" ] || { echo "checksum-failed-$RANDOM"; return; }
     printf '%s\n' "$rows" | md5sum | cut -d' ' -f1
+}
+
+# sequences: "name position" of each registered sequence (position = last_value,
+# or last_value - 1 before its first nextval). PostgreSQL never rolls back
+# nextval, so a rolled-back file may move a sequence on; it must never move back.
+sequences() {
+    psql -X -q -At -F ' ' -v ON_ERROR_STOP=1 <<'SQL'
+SELECT format('SELECT %L, CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM %s', c.oid::regclass, c.oid::regclass)
+FROM pg_extension e, unnest(e.extconfig) AS x(oid) JOIN pg_class c ON c.oid = x.oid
+WHERE e.extname = 'sandbox_persist' AND c.relkind = 'S' ORDER BY c.oid::regclass::text \gexec
+SQL
+}
+
+# sequences_forward BEFORE AFTER: every sequence at or past its position before.
+sequences_forward() {
+    local name pos now
+    while read -r name pos; do
+        now=$(awk -v n="$name" '$1 == n { print $2 }' <<<"$2")
+        [ -n "$now" ] && [ "$now" -ge "$pos" ] || return 1
+    done <<<"$1"
 }
 
 # Data an application wrote and committed, in several stores.
@@ -51,6 +71,7 @@ SELECT sandbox_persist.lock_acquire('cf-lock', 600000);
 SELECT sandbox_persist.event_log_append('cf-run', '[{"i":1},{"i":2}]');
 SQL
 before=$(checksum)
+seq_before=$(sequences)
 rows=$(psql -X -q -At -c "SELECT count(*) FROM sandbox_persist.instances")
 echo "# checksum of the stores before: $before ($rows instance rows)"
 
@@ -65,6 +86,9 @@ grep -Eq '^zz_cron\.sql \.+ skipped: not one rolled-back transaction' "$tmp/supe
 super_line=$(grep '^summary: conformance:' "$tmp/super" | sed 's/^summary: conformance: //')
 after1=$(checksum)
 [ "$after1" = "$before" ] || fail "CF3 the superuser run changed the stores ($before -> $after1)"
+seq_after=$(sequences)
+sequences_forward "$seq_before" "$seq_after" || fail "CF3 a sequence moved back during the superuser run"
+echo "# sequences moved on by the rolled-back files (nextval is never rolled back): $(diff <(echo "$seq_before") <(echo "$seq_after") | grep -c '^>')"
 
 # CF2: an application role, not a superuser, named by a URL.
 psql -X -q -v ON_ERROR_STOP=1 -c "CREATE ROLE $APP LOGIN" -c "SELECT sandbox_persist.grant_app_role('$APP')" >/dev/null \

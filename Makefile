@@ -5,6 +5,11 @@
 #   make test-matrix  the suites against PostgreSQL 17 and 18 in Debian chroots (root)
 #   make torture  the long reliability runs: crash cycles, 10^5 fuzz inputs, valgrind, failovers
 #   make test-ha  the high-availability suite alone, long mode (Patroni, etcd, HAProxy)
+#   make installcheck-conformance  the pgTAP conformance suites against an existing
+#               database (PG* variables or CONFORMANCE_DB=URL), its data untouched
+#   make deb    Debian packages postgresql-NN-sandbox-persist into dist/deb/ (+ lintian)
+#   make test-packaging  the .deb installed into a clean bookworm chroot, upgraded from 0.3.0's (root)
+#   make dist   the PGXN zip (git archive), the adapter's .tgz and SHA256SUMS into dist/
 #   make bench  benchmarks against baselines into bench/results/ (QUICK=1: a short run)
 
 EXTENSION   = sandbox_persist
@@ -41,7 +46,9 @@ OBJS = \
 	src/event_log.o \
 	src/maintenance.o
 
-DATA = $(wildcard sql/sandbox_persist--*.sql)
+# Relative to the source tree, so an out-of-tree build (pg_buildext build
+# build-NN, VPATH) installs the same scripts; PGXS prefixes $(srcdir).
+DATA = $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/sandbox_persist--*.sql))
 
 # pg_regress finds test/sql/<t>.sql via --inputdir and expected/<t>.out in the
 # top-level expected/ (its output directory, searched first). Isolation specs
@@ -63,11 +70,16 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# An out-of-tree build writes its objects under its own src/.
+ifdef VPATH
+$(shell mkdir -p src)
+endif
+
 # PGXS tracks no header dependencies: every object depends on every header, so a
 # changed struct or constant never leaves a stale object behind.
-$(OBJS): $(wildcard src/*.h)
+$(OBJS): $(wildcard $(srcdir)/src/*.h)
 
-.PHONY: deps run stop test test-matrix test-shards test-pitr test-ha torture bench
+.PHONY: deps run stop test test-matrix test-shards test-pitr test-ha torture bench installcheck-conformance deb dist test-packaging
 deps:
 	bash scripts/deps.sh
 run:
@@ -90,3 +102,11 @@ torture:
 	bash scripts/torture.sh
 bench:
 	bash scripts/bench.sh
+installcheck-conformance:
+	bash scripts/conformance.sh $(CONFORMANCE_DB)
+deb:
+	bash scripts/deb.sh
+dist:
+	bash scripts/dist.sh
+test-packaging:
+	bash test/packaging/run.sh

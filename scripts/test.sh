@@ -12,14 +12,15 @@
 # For make test-matrix (scripts/matrix.sh), three settings split one run:
 #   SANDBOX_PERSIST_SUITES    the suites to run, from: regress pgtap node backup upgrade
 #                             fuzz torture ha broken_build stands_alone vocabulary file_cycles shards
-#                             timeline_loss monitoring pitr (default: all)
+#                             timeline_loss monitoring pitr conformance dist
+#                             (packaging: not by default; root, slow) (default: all)
 #   SANDBOX_PERSIST_KEEP_CLUSTER=1   leave the cluster running on exit
 #   SANDBOX_PERSIST_USE_CLUSTER=1    no set-up: use the running cluster named
 #                             by PGHOST/PGPORT/PGUSER/PGDATABASE, and leave it running
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-SUITES=" ${SANDBOX_PERSIST_SUITES:-regress pgtap node backup upgrade fuzz torture ha broken_build stands_alone vocabulary file_cycles shards timeline_loss monitoring pitr} "
+SUITES=" ${SANDBOX_PERSIST_SUITES:-regress pgtap node backup upgrade fuzz torture ha broken_build stands_alone vocabulary file_cycles shards timeline_loss monitoring pitr conformance dist} "
 
 if [ -n "${SANDBOX_PERSIST_USE_CLUSTER:-}" ]; then
     export PGHOST PGPORT PGUSER PGDATABASE
@@ -93,6 +94,9 @@ chosen shards && run_suite "router and two shards (PL/Proxy, loopback)" bash tes
 chosen timeline_loss && run_suite "lost-commit failover: primary, async standby, kill -9, promote" \
     env SP_HA_PRIMARY_PORT=$((${SANDBOX_PERSIST_SHARDS_PORT:-54351} + 31)) SP_HA_STANDBY_PORT=$((${SANDBOX_PERSIST_SHARDS_PORT:-54351} + 32)) \
     bash test/ha/timeline_loss.sh
+chosen conformance && run_suite "scripts/conformance.sh against an installed database" bash test/conformance/run.sh
+chosen dist && run_suite "PGXN META.json and make dist" bash test/dist/run.sh
+chosen packaging && run_suite "Debian package in a clean chroot" bash test/packaging/run.sh
 chosen file_cycles && run_suite "no two C files call each other in a loop" bash test/scripts/file_cycles.sh
 chosen monitoring && run_suite "Prometheus: exporter scrape against overview, alert rules" bash test/monitoring/run.sh
 chosen pitr && run_suite "point-in-time recovery with pgBackRest, standby rebuild" bash test/pitr/run.sh

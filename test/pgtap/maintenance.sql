@@ -613,24 +613,27 @@ SELECT sandbox_persist.lock_acquire('run-driver:v-lock-expired', 1000, :r - 1000
 SELECT sandbox_persist.lock_acquire('sandbox:v-lock-other-key', 600000);
 SELECT sandbox_persist.event_log_append('v-log-old', '[{"i":1}]');
 SELECT sandbox_persist.event_log_append('v-log-recent', '[{"i":1}]');
+-- The rows above are stamped with the wall clock, so they are made old by
+-- waiting; from here on maintain() gets an injected clock a little after :t,
+-- taken before the fresh writes (stamped at :t or later), so they stay recent
+-- and each recheck sees the items of the call before it however slow the machine.
 SELECT pg_sleep(1.3);
+SELECT pg_temp.now_ms() AS t \gset
 SELECT sandbox_persist.event_log_append('v-log-recent', '[{"i":2}]');
 SELECT sandbox_persist.run_update('v-row-recent', '{"usage":{"n":1}}');
-SELECT is((sandbox_persist.maintain()->>'attentionNew')::int, 4, 'M17.1 four new attention items');
+SELECT is((sandbox_persist.maintain(1000, :t + 100)->>'attentionNew')::int, 4, 'M17.1 four new attention items');
 SELECT is(pg_temp.items('invisible_run'), ARRAY['v-lock-expired', 'v-lock-other-key', 'v-log-old', 'v-plain'],
     'M17.2 invisible_run: running, not detached, no live run-driver lock, no recent append or row change');
 SELECT ok(pg_temp.item('invisible_run', 'v-plain') ->> 'firstSeen' IS NOT NULL, 'M17.3 the item carries firstSeen');
 SELECT sandbox_persist.lock_acquire('run-driver:v-plain', 600000);
 SELECT sandbox_persist.event_log_append('v-log-old', '[{"i":2}]');
 -- A recheck looks only at items last seen before this call's millisecond (the
--- ones this very call records are fresh): let the clock move on first.
-SELECT pg_sleep(0.01);
-SELECT is((sandbox_persist.maintain()->>'attentionResolved')::int, 2,
+-- ones this very call records are fresh): each call's clock is 100 ms later.
+SELECT is((sandbox_persist.maintain(1000, :t + 200)->>'attentionResolved')::int, 2,
     'M17.4 a live lock and a fresh append resolve two items');
 SELECT is(pg_temp.items('invisible_run'), ARRAY['v-lock-expired', 'v-lock-other-key'], 'M17.5 the other two remain');
 RESET sandbox_persist.watchdog_idle;
-SELECT pg_sleep(0.01);
-SELECT is((sandbox_persist.maintain()->>'attentionResolved')::int, 2,
+SELECT is((sandbox_persist.maintain(1000, :t + 300)->>'attentionResolved')::int, 2,
     'M17.6 with the default 10 min watchdog_idle runs idle for a second are not invisible');
 
 ------------------------------------------------------------------------------

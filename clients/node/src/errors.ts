@@ -97,6 +97,8 @@ export type SandboxPersistSetupErrorCode =
   | 'PERMISSION_DENIED'
   /** 58P01: the server cannot load the extension's library (package not installed on that server). */
   | 'SERVER_FILES_MISSING'
+  /** No SQLSTATE: the installed extension's version does not fit this adapter's (version.ts). */
+  | 'EXTENSION_VERSION_INCOMPATIBLE'
 
 /** Every code a `SandboxPersistError` can carry. */
 export type SandboxPersistErrorCode =
@@ -178,7 +180,7 @@ export class EventLogOffsetDivergedError extends SandboxPersistError {
 export class SandboxPersistSetupError extends SandboxPersistError {
   declare readonly code: SandboxPersistSetupErrorCode
   readonly hint: string
-  constructor(code: SandboxPersistSetupErrorCode, message: string, hint: string, sqlstate: string, options?: ErrorOptions) {
+  constructor(code: SandboxPersistSetupErrorCode, message: string, hint: string, sqlstate?: string, options?: ErrorOptions) {
     super(code, `${message} Hint: ${hint}`, sqlstate, undefined, options)
     this.name = 'SandboxPersistSetupError'
     this.hint = hint

@@ -67,5 +67,6 @@ export {
   IDEMPOTENT as IDEMPOTENT_FUNCTIONS,
   type ConnectionLostReason,
 } from './failover.js'
+export { ADAPTER_VERSION, compatibleRange, isCompatible } from './version.js'
 export type { Queryable } from './internal.js'
 export type * from './types.js'

@@ -4,7 +4,7 @@
  * before any `text` parameter, patch encoding, retries of 40001/40P01.
  */
 import type pg from 'pg'
-import { translateError, type ErrorContext, isDatabaseError } from './errors.js'
+import { SandboxPersistError, translateError, type ErrorContext, isDatabaseError } from './errors.js'
 import {
   calledFunction,
   connectionLost,
@@ -14,6 +14,7 @@ import {
   isPoolLike,
   SandboxPersistConnectionError,
 } from './failover.js'
+import { ensureCompatibleExtension } from './version.js'
 
 /** Anything with node-postgres' `query(text, values)`: a `pg.Pool` normally. */
 export interface Queryable {
@@ -82,6 +83,11 @@ export async function run(
   values: ReadonlyArray<unknown>,
   options: CallOptions = {},
 ): Promise<pg.QueryResult> {
+  try {
+    await ensureCompatibleExtension(db)
+  } catch (error) {
+    throw error instanceof SandboxPersistError ? error : translateError(error, options)
+  }
   let attempt = 0
   let lostAttempts = 0
   let lostSince: number | undefined

@@ -245,6 +245,7 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
        AND p.proname NOT IN ('grant_app_role', 'revoke_app_role', 'grant_monitor_role',
                              'schedule_maintenance', 'unschedule_maintenance', 'metrics')
 $$;
+
 -- Failover safety (issue 19). An asynchronous standby promoted after a crash
 -- of its primary can lack commits the primary acknowledged. Two promises are
 -- kept across that:
@@ -278,9 +279,11 @@ COMMENT ON COLUMN event_log_entries.digest IS
     'Running digest of the log up to this entry: XOR over entries 1..seq of the first 8 bytes of sha256(int8send(seq) || chunk text); the second half of a resume token.';
 COMMENT ON COLUMN event_logs.tail_digest IS
     'The running digest of the entry at tail_seq (0 for an empty log), continued by the next append.';
+
 CREATE FUNCTION event_log_read_verified(run_id text, after_seq bigint, after_digest text,
                                         max_rows integer DEFAULT 1000) RETURNS json
     AS 'MODULE_PATHNAME', 'event_log_read_verified' LANGUAGE C STABLE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION event_log_read_verified(text, bigint, text, integer) IS
     'Durable event log read of a resume token: like event_log_read, with tailDigest and each entry''s digest; with after_digest, an offset past the tail or whose entry has another digest is SP405 (EVENT_LOG_OFFSET_DIVERGED), never a different stream.';
 -- A thread moved to another shard (_thread_import) takes its event logs
@@ -288,18 +291,23 @@ COMMENT ON FUNCTION event_log_read_verified(text, bigint, text, integer) IS
 -- the source's and the readers' tokens stay valid. The body is 0.3.0's but
 -- for the two statements after "the running digests".
 CREATE OR REPLACE FUNCTION _thread_import(thread_id text, from_shard integer, doc json) RETURNS json
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     t constant text := thread_id;
     m sandbox_persist.thread_moves%ROWTYPE;
     clash text;
     missing text;
+BEGIN
     IF doc IS NULL OR doc->>'threadId' IS DISTINCT FROM t OR from_shard IS NULL THEN
         RAISE EXCEPTION 'invalid thread import'
+            USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = format('The document must be _thread_export(%L) of the source shard.', t);
+    END IF;
     IF octet_length(t) > 1024 THEN   -- the identifier limit of every store
         RAISE EXCEPTION 'thread_id is too long'
             USING ERRCODE = 'string_data_right_truncation',
                   DETAIL = format('It has %s UTF-8 bytes; the limit is 1024.', octet_length(t));
+    END IF;
     -- The move lock (class 5314, per thread, exclusively) serialises
     -- two imports of one thread and lets _thread_move_imported wait for an
     -- import still in flight before it answers.
@@ -309,6 +317,7 @@ DECLARE
         RETURN json_build_object('imported', false, 'alreadyImported', true);
     ELSIF FOUND AND m.state <> 'moved' THEN
         PERFORM sandbox_persist._thread_move_refuse(t, 'it is moving out of this shard');
+    END IF;
     SELECT string_agg(DISTINCT source, ', ') INTO clash
       FROM sandbox_persist.thread_owned_state s WHERE s.thread_id = t;
     IF clash IS NULL THEN
@@ -330,8 +339,10 @@ DECLARE
         END IF;
     ELSE
         clash := 'state already here: ' || clash;
+    END IF;
     IF clash IS NOT NULL THEN
         PERFORM sandbox_persist._thread_move_refuse(t, clash);
+    END IF;
     -- every blob the source holds must be here, held until commit (as append)
     PERFORM 1 FROM sandbox_persist.blobs b
      WHERE b.blob_key IN (SELECT json_array_elements_text(doc->'blobKeys'))
@@ -344,6 +355,8 @@ DECLARE
         RAISE EXCEPTION 'thread import blob missing on the destination shard'
             USING ERRCODE = 'SP015',
                   DETAIL = format('SANDBOX_SNAPSHOT_FORK_BLOB_MISSING: Thread "%s" references blobs this shard does not hold: %s.', t, missing);
+    END IF;
+
     -- a tombstone of an earlier move out of this shard gives way
     DELETE FROM sandbox_persist.thread_moves x WHERE x.thread_id = t;
     IF doc->'thread' IS NOT NULL AND json_typeof(doc->'thread') = 'object' THEN
@@ -356,9 +369,11 @@ DECLARE
            SET fence = greatest(x.fence, excluded.fence), owner_token = excluded.owner_token,
                lease_expires_at = excluded.lease_expires_at, head_id = excluded.head_id,
                conv_log_end = excluded.conv_log_end;
+    END IF;
     IF doc->'transcript' IS NOT NULL AND json_typeof(doc->'transcript') = 'object' THEN
         INSERT INTO sandbox_persist.messages (thread_id, transcript, updated_at)
         VALUES (t, (doc->'transcript'->>'transcript')::json, (doc->'transcript'->>'updatedAt')::bigint);
+    END IF;
     -- conversation messages get new ids here; the log is renumbered through
     -- each message's hash (unique per thread) and keeps its positions, so the
     -- checkpoints' ranges are copied as they are
@@ -464,6 +479,8 @@ DECLARE
     INSERT INTO sandbox_persist.thread_moves VALUES
         (t, 'imported', from_shard, (extract(epoch FROM pg_catalog.clock_timestamp()) * 1000)::bigint);
     RETURN json_build_object('imported', true, 'alreadyImported', false);
+END
+$$;
 COMMENT ON FUNCTION event_log_append(text, json, json) IS
     'Durable event log append: adds the chunks array to the log of run_id; options {producerId, producerSeq, fenceEpoch?, withDigests?} make it idempotent and fenced (SP403, SP404). Returns the sequence numbers given, or [{seq, digest}] with withDigests.';
 

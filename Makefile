@@ -13,6 +13,7 @@ OBJS = \
 	src/json_io.o \
 	src/validate.o \
 	src/spi_util.o \
+	src/row_wait.o \
 	src/admin.o \
 	src/instances.o \
 	src/runs.o \

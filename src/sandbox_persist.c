@@ -39,6 +39,7 @@ PG_MODULE_MAGIC;
 #define SP_REAPER_TTL_S_DEFAULT				0	/* unknown */
 #define SP_REAPER_SWEEP_INTERVAL_S_DEFAULT	0	/* unknown */
 #define SP_WATCHDOG_IDLE_S_DEFAULT			(10 * 60)
+#define SP_LEASE_ROW_WAIT_MS_DEFAULT		1000
 
 bool		sp_allow_client_clock = false;
 bool		sp_allow_test_reset = false;
@@ -58,6 +59,7 @@ int			sp_run_retention_s = SP_RUN_RETENTION_S_DEFAULT;
 int			sp_reaper_ttl_s = SP_REAPER_TTL_S_DEFAULT;
 int			sp_reaper_sweep_interval_s = SP_REAPER_SWEEP_INTERVAL_S_DEFAULT;
 int			sp_watchdog_idle_s = SP_WATCHDOG_IDLE_S_DEFAULT;
+int			sp_lease_row_wait_ms = SP_LEASE_ROW_WAIT_MS_DEFAULT;
 
 static const struct config_enum_entry sp_reopen_options[] = {
 	{"off", SP_REOPEN_OFF, false},
@@ -195,6 +197,15 @@ _PG_init(void)
 					" run-driver lock held, is invisible; a running run with a cancel requested and"
 					" unchanged this long is a stuck cancel.",
 					&sp_watchdog_idle_s, SP_WATCHDOG_IDLE_S_DEFAULT, 1);
+	DefineCustomIntVariable("sandbox_persist.lease_row_wait",
+							"Longest wait for a lease row in lock and writer-lease acquire and renew; 0 = no bound.",
+							"Past it the call fails with LEASE_ROW_BUSY (SP501), changes nothing and can be"
+							" retried. Only a transaction left open after calling a lock or checkpoint"
+							" function holds such a row that long; a shorter lock_timeout of the caller wins.",
+							&sp_lease_row_wait_ms,
+							SP_LEASE_ROW_WAIT_MS_DEFAULT, 0, INT_MAX,
+							PGC_SUSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("sandbox_persist");
 	/* kept statements are planned without sequential scans (spi_util.c) */
 	SpPlannerInit();

@@ -284,6 +284,10 @@ extern void SpArgNull(SpArgs *args);
 extern void SpArgDatum(SpArgs *args, Datum d);
 extern void SpPlannerInit(void);
 extern int	SpExec(SpQuery *q, SpArgs *args, bool read_only, long tcount);
+
+/* ---- bounded row-lock waits (row_wait.c) ---- */
+extern int	sp_lease_row_wait_ms;
+extern int	SpExecRowWait(SpQuery *q, SpArgs *args, long tcount, const char *what);
 extern Portal SpOpenCursor(SpQuery *q, SpArgs *args, bool read_only);
 
 /* Writes the JSON record of one row of the current SPI result. */

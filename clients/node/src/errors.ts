@@ -116,6 +116,12 @@ export type SandboxPersistErrorCode =
   | 'TEST_RESET_NOT_ALLOWED'
   /** SP014: the thread is moving to another shard behind a router; retry after the move. */
   | 'SANDBOX_THREAD_MOVING'
+  /**
+   * SP501: an acquire or renew waited `sandbox_persist.lease_row_wait` for its
+   * lease row, held by a transaction left open; nothing changed, retry
+   * (`LeaseRowBusyError`).
+   */
+  | 'LEASE_ROW_BUSY'
   /** A class-SP error this package does not know yet (a newer extension): `sqlstate` tells which. */
   | 'UNKNOWN_SP_ERROR'
   /** The store was closed with `close()`. */
@@ -155,6 +161,22 @@ export class SandboxPersistSetupError extends SandboxPersistError {
     super(code, `${message} Hint: ${hint}`, sqlstate, undefined, options)
     this.name = 'SandboxPersistSetupError'
     this.hint = hint
+  }
+}
+
+/**
+ * SP501 `LEASE_ROW_BUSY` [X26]: a lock or checkpoint-writer acquire or renew
+ * waited `sandbox_persist.lease_row_wait` for its row, which a transaction
+ * left open (idle in transaction) holds. The call changed nothing; retry it
+ * later (`retryable` is true). `withLock` treats it as "held" and keeps
+ * waiting; the checkpoint store's `acquireWriter` and `renew` throw it.
+ */
+export class LeaseRowBusyError extends SandboxPersistError {
+  declare readonly code: 'LEASE_ROW_BUSY'
+  readonly retryable = true
+  constructor(message: string, sqlstate: string, detail: string | undefined, options?: ErrorOptions) {
+    super('LEASE_ROW_BUSY', message, sqlstate, detail, options)
+    this.name = 'LeaseRowBusyError'
   }
 }
 
@@ -227,6 +249,7 @@ const SP_CODES: Record<string, SandboxCheckpointErrorCode | SandboxPersistErrorC
   SP402: 'EVENT_LOG_OFFSET_OUT_OF_RANGE',
   SP403: 'EVENT_LOG_PRODUCER_SEQ_CONFLICT',
   SP404: 'EVENT_LOG_FENCE_STALE',
+  SP501: 'LEASE_ROW_BUSY',
   SP901: 'CLIENT_CLOCK_NOT_ALLOWED',
   SP902: 'TEST_RESET_NOT_ALLOWED',
 }
@@ -343,6 +366,9 @@ export function translateError(error: unknown, context: ErrorContext = {}): unkn
       return decorate(e, sqlstate, detail)
     }
     if (!KNOWN_CODES.has(code)) code = 'UNKNOWN_SP_ERROR'
+    if (code === 'LEASE_ROW_BUSY') {
+      return decorate(new LeaseRowBusyError(`${error.message}: ${sentence}`, sqlstate, detail, { cause: error }), sqlstate, detail)
+    }
     return decorate(
       new SandboxPersistError(code as SandboxPersistErrorCode, `${error.message}: ${sentence}`, sqlstate, detail, { cause: error }),
       sqlstate,

@@ -51,6 +51,7 @@ export {
   SandboxPersistSetupError,
   LockAcquireTimeoutError,
   LockLostError,
+  LeaseRowBusyError,
   translateError,
   type SandboxCheckpointErrorCode,
   type SandboxPersistErrorCode,

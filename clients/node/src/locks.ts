@@ -13,7 +13,7 @@
 import { createHash } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import type { LockStore } from '@tanstack/ai/locks'
-import { LockAcquireTimeoutError, LockLostError, SandboxPersistError } from './errors.js'
+import { LeaseRowBusyError, LockAcquireTimeoutError, LockLostError, SandboxPersistError } from './errors.js'
 import { abortReason, checkNumberOption, checkSignal, checkTextId, run, value, type Queryable } from './internal.js'
 import { acquireListener, LOCK_CHANNEL, Waker, type ListenerOptions } from './listener.js'
 
@@ -125,11 +125,16 @@ export function postgresLocks(pool: Queryable, options: PostgresLockOptions = {}
         if (signal?.aborted) throw abortReason(signal)
         waker.reset()
         const sentAt = performance.now()
+        // LEASE_ROW_BUSY: a transaction left open holds the key's row, so the
+        // key is as good as held: keep waiting (X26).
         const lease = await value<{ ownerToken: string; fence: number; expiresAt: number } | null>(
           pool,
           `SELECT ${SP}.lock_acquire($1::text, $2::bigint) AS r`,
           [key, ttlMs],
-        )
+        ).catch((error: unknown) => {
+          if (error instanceof LeaseRowBusyError) return null
+          throw error
+        })
         if (lease !== null) {
           if (signal?.aborted) {
             // Granted as the caller gave up: hand it straight back.

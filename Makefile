@@ -36,7 +36,8 @@ OBJS = \
 	src/claims.o \
 	src/locks.o \
 	src/event_log.o \
-	src/maintenance.o
+	src/maintenance.o \
+	src/maintenance_health.o
 
 DATA = $(wildcard sql/sandbox_persist--*.sql)
 

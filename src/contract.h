@@ -111,4 +111,12 @@
 #define SP_CHUNK_RUN_ERROR "RUN_ERROR"
 #define SP_PRODUCER_LOST_CODE "PRODUCER_LOST"
 
+/* ---- pg_cron's words the maintenance health check reads (not ours) ---- */
+
+/* cron.job_run_details.status of a finished run (maintenance.md §6). */
+#define SP_CRON_STATUS_SUCCEEDED "succeeded"
+#define SP_CRON_STATUS_FAILED "failed"
+/* The job schedule_maintenance creates. */
+#define SP_CRON_JOB_NAME "sandbox_persist_maintenance"
+
 #endif							/* SANDBOX_PERSIST_CONTRACT_H */

@@ -39,6 +39,7 @@ extern int	sp_run_retention_s;
 extern int	sp_reaper_ttl_s;
 extern int	sp_reaper_sweep_interval_s;
 extern int	sp_watchdog_idle_s;
+extern int	sp_maintenance_overdue_after_s;
 
 /* Values of sandbox_persist.event_log_reopen_on_append. */
 typedef enum SpReopenPolicy

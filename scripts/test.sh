@@ -10,6 +10,7 @@
 # For make test-matrix (scripts/matrix.sh), three settings split one run:
 #   SANDBOX_PERSIST_SUITES    the suites to run, from: regress pgtap node backup upgrade
 #                             fuzz torture broken_build stands_alone vocabulary file_cycles shards
+#                             cron_unreachable
 #                             (default: all)
 #   SANDBOX_PERSIST_KEEP_CLUSTER=1   leave the cluster running on exit
 #   SANDBOX_PERSIST_USE_CLUSTER=1    no set-up: use the running cluster named
@@ -17,7 +18,7 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-SUITES=" ${SANDBOX_PERSIST_SUITES:-regress pgtap node backup upgrade fuzz torture broken_build stands_alone vocabulary file_cycles shards} "
+SUITES=" ${SANDBOX_PERSIST_SUITES:-regress pgtap node backup upgrade fuzz torture broken_build stands_alone vocabulary file_cycles shards cron_unreachable} "
 
 if [ -n "${SANDBOX_PERSIST_USE_CLUSTER:-}" ]; then
     export PGHOST PGPORT PGUSER PGDATABASE
@@ -88,5 +89,7 @@ chosen stands_alone && run_suite "the repository stands alone" bash test/scripts
 chosen vocabulary && run_suite "one vocabulary: C, SQL, Node, docs" bash test/scripts/vocabulary.sh
 chosen shards && run_suite "router and two shards (PL/Proxy, loopback)" bash test/shards/run.sh
 chosen file_cycles && run_suite "no two C files call each other in a loop" bash test/scripts/file_cycles.sh
+chosen cron_unreachable && run_suite "maintenance pg_cron cannot run is reported (own cluster, pg_hba)" \
+    bash test/scripts/cron_unreachable.sh
 
 suites_close

@@ -66,10 +66,14 @@ static SpQuery health_job_by_name = {
 	0, {InvalidOid}
 };
 
-/* The job's newest finished runs: the latest, the latest failure, failures since a success. */
+/*
+ * The job's newest finished runs: the latest, the latest failure, failures
+ * since a success. A run that could not connect has no start_time, only an
+ * end_time: its time is whichever is set.
+ */
 static SpQuery health_runs = {
 	"WITH r AS (SELECT runid, status, return_message,"
-	"                  (extract(epoch FROM start_time) * 1000)::bigint AS started"
+	"                  (extract(epoch FROM coalesce(start_time, end_time)) * 1000)::bigint AS started"
 	"             FROM cron.job_run_details"
 	"            WHERE jobid = $1 AND status IN (" SP_SQL_Q(SP_CRON_STATUS_SUCCEEDED) ", "
 	SP_SQL_Q(SP_CRON_STATUS_FAILED) ")"
@@ -419,7 +423,7 @@ MaintHealthGather(MaintHealth *h, int64 now)
 	h->overdue = (h->scheduled || sp_maintenance_overdue_after_s > 0) && h->has_bound &&
 		(h->has_since ? now - h->since > h->bound_ms : sp_maintenance_overdue_after_s > 0);
 	h->failing = h->last_status != NULL && strcmp(h->last_status, SP_CRON_STATUS_FAILED) == 0 &&
-		h->has_last_cron && (!h->has_last_run || h->last_cron_at >= h->last_run_at);
+		(!h->has_last_cron || !h->has_last_run || h->last_cron_at >= h->last_run_at);
 }
 
 /* True when the database has the 0.4.0 schedule record (the same library serves older schemas). */
@@ -537,7 +541,7 @@ MaintHealthAppendItems(StringInfo buf, const MaintHealth *h, bool *any)
 			continue;
 		/* first seen: the first failure since a success, or when the bound passed */
 		if (k == 0)
-			since = h->has_first_failure ? h->first_failure_at : h->last_cron_at;
+			since = h->has_first_failure ? h->first_failure_at : h->has_last_cron ? h->last_cron_at : h->now;
 		else
 			since = h->has_since ? h->since + h->bound_ms : h->now;
 		if (*any)

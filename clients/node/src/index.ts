@@ -29,7 +29,7 @@ export {
   type PostgresDurabilitySource,
   type PostgresStreamDurability,
 } from './durability.js'
-export { postgresMaintenance, type PostgresMaintenance, type ReaperWakeup } from './maintenance.js'
+export { postgresMaintenance, type PostgresMaintenance, type ReaperWakeup, type MaintenanceHealth } from './maintenance.js'
 export { closeSharedListeners, type ListenerOptions } from './listener.js'
 export {
   DIAGNOSTICS_CHANNEL,

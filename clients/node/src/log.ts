@@ -29,6 +29,8 @@ export type SandboxPersistEvent =
   | 'notification.invalid'
   /** A chunk had a member whose value is `undefined`: JSON cannot store it, it was dropped. */
   | 'chunk.undefined_member'
+  /** `health()` found the scheduled maintenance failing or overdue (`report.health` says why). */
+  | 'maintenance.not_running'
 
 /** The fields every report carries, besides the event's own. */
 export interface SandboxPersistReport {

@@ -320,6 +320,13 @@ HealthReadCron(MaintHealth *h, const char *recorded_user)
 		h->cron_note = "pg_cron is not installed in this database";
 		return;
 	}
+	/* jobname and active came with pg_cron 1.3 and 1.1: an older one is not read */
+	if (get_attnum(job_rel, "jobname") == InvalidAttrNumber ||
+		get_attnum(job_rel, "active") == InvalidAttrNumber)
+	{
+		h->cron_note = "pg_cron is older than 1.3: its job table is not read";
+		return;
+	}
 	if (pg_namespace_aclcheck(ns, role, ACL_USAGE) != ACLCHECK_OK ||
 		pg_class_aclcheck(job_rel, role, ACL_SELECT) != ACLCHECK_OK ||
 		pg_class_aclcheck(runs_rel, role, ACL_SELECT) != ACLCHECK_OK)

@@ -39,7 +39,7 @@ PG_MODULE_MAGIC;
 #define SP_REAPER_TTL_S_DEFAULT				0	/* unknown */
 #define SP_REAPER_SWEEP_INTERVAL_S_DEFAULT	0	/* unknown */
 #define SP_WATCHDOG_IDLE_S_DEFAULT			(10 * 60)
-#define SP_LEASE_ROW_WAIT_MS_DEFAULT		1000
+#define SP_LEASE_ROW_WAIT_MS_DEFAULT		5000
 #define SP_MAINTENANCE_OVERDUE_AFTER_S_DEFAULT	0	/* derive from the schedule */
 
 bool		sp_allow_client_clock = false;

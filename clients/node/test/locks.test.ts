@@ -221,7 +221,7 @@ describe('locks', () => {
       const waited = performance.now() - started
       expect(error).toBeInstanceOf(LeaseRowBusyError)
       expect(error).toMatchObject({ code: 'LEASE_ROW_BUSY', sqlstate: 'SP501', retryable: true })
-      // the bound is sandbox_persist.lease_row_wait (1 s by default), not the test's timeout
+      // the bound is sandbox_persist.lease_row_wait (5 s by default), not the test's timeout
       expect(waited).toBeGreaterThanOrEqual(900)
       expect(waited).toBeLessThan(10_000)
       // withLock treats the busy row as held and is granted once the transaction ends.

@@ -20,6 +20,7 @@ OBJS = \
 	src/json_io.o \
 	src/validate.o \
 	src/spi_util.o \
+	src/row_wait.o \
 	src/admin.o \
 	src/instances.o \
 	src/runs.o \
@@ -44,7 +45,8 @@ OBJS = \
 	src/locks.o \
 	src/takeovers.o \
 	src/event_log.o \
-	src/maintenance.o
+	src/maintenance.o \
+	src/maintenance_health.o
 
 # Relative to the source tree, so an out-of-tree build (pg_buildext build
 # build-NN, VPATH) installs the same scripts; PGXS prefixes $(srcdir).

@@ -12,7 +12,7 @@
 # For make test-matrix (scripts/matrix.sh), three settings split one run:
 #   SANDBOX_PERSIST_SUITES    the suites to run, from: regress pgtap node backup upgrade
 #                             fuzz torture ha broken_build stands_alone vocabulary file_cycles shards
-#                             timeline_loss monitoring pitr conformance dist
+#                             timeline_loss monitoring pitr conformance dist cron_unreachable
 #                             (packaging: not by default; root, slow) (default: all)
 #   SANDBOX_PERSIST_KEEP_CLUSTER=1   leave the cluster running on exit
 #   SANDBOX_PERSIST_USE_CLUSTER=1    no set-up: use the running cluster named
@@ -20,7 +20,7 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-SUITES=" ${SANDBOX_PERSIST_SUITES:-regress pgtap node backup upgrade fuzz torture ha broken_build stands_alone vocabulary file_cycles shards timeline_loss monitoring pitr conformance dist} "
+SUITES=" ${SANDBOX_PERSIST_SUITES:-regress pgtap node backup upgrade fuzz torture ha broken_build stands_alone vocabulary file_cycles shards timeline_loss monitoring pitr conformance dist cron_unreachable} "
 
 if [ -n "${SANDBOX_PERSIST_USE_CLUSTER:-}" ]; then
     export PGHOST PGPORT PGUSER PGDATABASE
@@ -100,5 +100,7 @@ chosen packaging && run_suite "Debian package in a clean chroot" bash test/packa
 chosen file_cycles && run_suite "no two C files call each other in a loop" bash test/scripts/file_cycles.sh
 chosen monitoring && run_suite "Prometheus: exporter scrape against overview, alert rules" bash test/monitoring/run.sh
 chosen pitr && run_suite "point-in-time recovery with pgBackRest, standby rebuild" bash test/pitr/run.sh
+chosen cron_unreachable && run_suite "maintenance pg_cron cannot run is reported (own cluster, pg_hba)" \
+    bash test/scripts/cron_unreachable.sh
 
 suites_close

@@ -116,4 +116,12 @@
 #define SP_TAKEOVER_CHECKPOINT_WRITER "checkpoint_writer"
 #define SP_TAKEOVER_LOCK "lock"
 
+/* ---- pg_cron's words the maintenance health check reads (not ours) ---- */
+
+/* cron.job_run_details.status of a finished run (maintenance.md §7). */
+#define SP_CRON_STATUS_SUCCEEDED "succeeded"
+#define SP_CRON_STATUS_FAILED "failed"
+/* The job schedule_maintenance creates. */
+#define SP_CRON_JOB_NAME "sandbox_persist_maintenance"
+
 #endif							/* SANDBOX_PERSIST_CONTRACT_H */

@@ -17,7 +17,10 @@
  * then runs one INSERT ... ON CONFLICT DO UPDATE that takes over only a
  * missing or expired lease, so two acquirers serialise on the row and exactly
  * one wins; one granted over a recorded holder is a takeover and is counted
- * (takeovers.c). At now == expiresAt a lease is expired.
+ * (takeovers.c). At now == expiresAt a lease is expired. Acquire and renew
+ * wait for that row at most sandbox_persist.lease_row_wait (row_wait.c): a
+ * transaction left open after an append or an acquire holds it, and past the
+ * bound they fail with LEASE_ROW_BUSY instead of waiting for that transaction.
  */
 #include "postgres.h"
 
@@ -70,6 +73,13 @@ static SpQuery lease_release = {
 	3, {TEXTOID, TEXTOID, INT8OID}
 };
 
+/* How LEASE_ROW_BUSY names a thread's lease row. */
+static const char *
+LeaseRowName(const char *thread_id)
+{
+	return psprintf("the writer lease of thread \"%s\"", thread_id);
+}
+
 /*
  * The writer's ownerToken and fence. A malformed value is not an error: such
  * a writer is simply never current (WRITER_LOST).
@@ -90,22 +100,36 @@ CkptReadWriterLease(const SpJson *writer, CkptWriter *out)
 		SpJsonGetInt(m[1], &out->fence) == SPI_OK;
 }
 
-/* Lock the thread's row (FOR UPDATE) and read its lease and head. Inside SPI. */
-void
-CkptLockThread(const char *thread_id, CkptThread *out)
+/*
+ * Lock the thread's row (FOR UPDATE) and read its lease and head; with
+ * `bounded`, a wait for the row past lease_row_wait is LEASE_ROW_BUSY
+ * (row_wait.c). Inside SPI.
+ */
+static void
+LeaseLockThread(const char *thread_id, CkptThread *out, bool bounded)
 {
 	SpArgs		args;
+	int			n;
 
 	SpArgsInit(&args);
 	SpArgText(&args, thread_id);
 	memset(out, 0, sizeof(CkptThread));
-	if (SpExec(&ckpt_lock_thread, &args, false, 1) != 1)
+	n = bounded ? SpExecRowWait(&ckpt_lock_thread, &args, 1, LeaseRowName(thread_id))
+		: SpExec(&ckpt_lock_thread, &args, false, 1);
+	if (n != 1)
 		return;
 	out->exists = true;
 	SpGetInt64(0, THREAD_COL_FENCE, &out->fence);
 	out->owner_token = SpGetText(0, THREAD_COL_OWNER_TOKEN);
 	out->has_expiry = SpGetInt64(0, THREAD_COL_EXPIRES_AT, &out->expires_at);
 	out->head_id = SpGetText(0, THREAD_COL_HEAD_ID);
+}
+
+/* Lock the thread's row (FOR UPDATE) and read its lease and head. Inside SPI. */
+void
+CkptLockThread(const char *thread_id, CkptThread *out)
+{
+	LeaseLockThread(thread_id, out, false);
 }
 
 /* A lease is current iff token and fence match and now < expiresAt. */
@@ -197,14 +221,14 @@ checkpoint_acquire_writer(PG_FUNCTION_ARGS)
 	 */
 	SpArgsInit(&args);
 	SpArgText(&args, thread_id);
-	held = SpExec(&ckpt_lock_thread, &args, false, 0) == 1 &&
+	held = SpExecRowWait(&ckpt_lock_thread, &args, 0, LeaseRowName(thread_id)) == 1 &&
 		!SpIsNull(0, THREAD_COL_OWNER_TOKEN);
 	SpArgsInit(&args);
 	SpArgText(&args, thread_id);
 	SpArgInt64(&args, now);
 	SpArgInt64(&args, expires);
 	SpArgInt64(&args, fence_floor);
-	if (SpExec(&lease_acquire, &args, false, 0) != 1)
+	if (SpExecRowWait(&lease_acquire, &args, 0, LeaseRowName(thread_id)) != 1)
 		sp_error(SP_SNAPSHOT_WRITER_CONFLICT,
 				 ("checkpoint writer lease is held"),
 				 "Thread \"%s\" has an unexpired writer lease.", thread_id);
@@ -255,7 +279,7 @@ checkpoint_renew_writer(PG_FUNCTION_ARGS)
 	(void) LeaseExpiry(SpNowMs(fcinfo, 2), lease_ms);
 	CkptReadWriterLease(writer_json, &writer);
 	SPI_connect();
-	CkptLockThread(thread_id, &thread);
+	LeaseLockThread(thread_id, &thread, true);
 	now = CkptRequireLease(fcinfo, 2, &thread, &writer, thread_id);
 	expires = LeaseExpiry(now, lease_ms);
 	SpArgsInit(&args);

@@ -33,6 +33,12 @@
  * of the key; a granted acquire therefore stamps its lease (and draws its
  * fence) with a second statement, from the clock read after the first. Release, check and holder judge no time after
  * a wait (release does not judge time; check and holder do not wait).
+ *
+ * Bound: acquire, renew and renew_many wait for a key's row (or for the
+ * transaction that inserted it) at most sandbox_persist.lease_row_wait
+ * (row_wait.c). Only a transaction left open after calling a lock function
+ * holds it that long; past the bound the call fails with LEASE_ROW_BUSY,
+ * having changed nothing, instead of waiting for that transaction to end.
  */
 #include "postgres.h"
 
@@ -174,6 +180,13 @@ LockKeyArg(FunctionCallInfo fcinfo, int argno)
 	return CheckIdArg(fcinfo, argno, "lock_key", SP_KEY_MAX_BYTES);
 }
 
+/* How LEASE_ROW_BUSY names a key's row. */
+static const char *
+LockRowName(const char *key)
+{
+	return psprintf("lock \"%s\"", key);
+}
+
 /* Read a required text argument that is not an identifier (an owner token). */
 static char *
 LockTokenArg(FunctionCallInfo fcinfo, int argno)
@@ -271,13 +284,13 @@ lock_acquire(PG_FUNCTION_ARGS)
 	SpArgsInit(&args);
 	SpArgText(&args, key);
 	/* a row to lock is an expired lease not yet purged: granting it is a takeover */
-	held = SpExec(&lock_hold, &args, false, 0) == 1;
+	held = SpExecRowWait(&lock_hold, &args, 0, LockRowName(key)) == 1;
 	now = LockClock(fcinfo, 1, 2, &expires);
 	SpArgsInit(&args);
 	SpArgText(&args, key);
 	SpArgInt64(&args, now);
 	SpArgInt64(&args, expires);
-	granted = SpExec(&lock_take, &args, false, 0) == 1;
+	granted = SpExecRowWait(&lock_take, &args, 0, LockRowName(key)) == 1;
 	if (granted)
 	{
 		MemoryContext spi;
@@ -334,7 +347,7 @@ lock_renew(PG_FUNCTION_ARGS)
 	SpArgsInit(&args);
 	SpArgText(&args, key);
 	SpArgText(&args, token);
-	SpExec(&lock_hold_owned, &args, false, 0);
+	SpExecRowWait(&lock_hold_owned, &args, 0, LockRowName(key));
 	now = LockClock(fcinfo, 2, 3, &expires);
 	SpArgsInit(&args);
 	SpArgText(&args, key);
@@ -406,7 +419,7 @@ lock_renew_many(PG_FUNCTION_ARGS)
 	SpArgsInit(&args);
 	SpArgDatum(&args, key_array);
 	SpArgDatum(&args, token_array);
-	SpExec(&lock_hold_many, &args, false, 0);
+	SpExecRowWait(&lock_hold_many, &args, 0, "a lock of this lock_renew_many call");
 	now = LockClock(fcinfo, 1, 2, &expires);
 	SpArgsInit(&args);
 	SpArgDatum(&args, key_array);

@@ -38,9 +38,11 @@
 #include "sandbox_persist.h"
 #include "blobs.h"
 #include "checkpoints.h"
+#include "maintenance_health.h"
 
 PG_FUNCTION_INFO_V1(maintain);
 PG_FUNCTION_INFO_V1(attention_list);
+PG_FUNCTION_INFO_V1(attention_list_v4);
 PG_FUNCTION_INFO_V1(reaper_heartbeat);
 PG_FUNCTION_INFO_V1(_reaper_ttl_ms);
 PG_FUNCTION_INFO_V1(_maintenance_backlog);
@@ -679,6 +681,46 @@ attention_list(PG_FUNCTION_ARGS)
 
 	SpArgsInit(&args);
 	return SpReadJson(fcinfo, &maint_attention, &args, MaintAppendAttention, false);
+}
+
+/*
+ * attention_list() -> json, since 0.4.0: the recorded items, then the
+ * maintenance health findings (maintenance_failing, maintenance_overdue),
+ * which are judged at each call because a maintenance that never runs
+ * cannot record them (maintenance_health.c).
+ */
+Datum
+attention_list_v4(PG_FUNCTION_ARGS)
+{
+	MemoryContext outer = CurrentMemoryContext;
+	MemoryContext spi;
+	MaintHealth health;
+	StringInfoData buf;
+	SpArgs		args;
+	Datum		result;
+	bool		any = false;
+	int			n;
+
+	SPI_connect();
+	MaintHealthGather(&health, SpNowMs(fcinfo, -1));
+	SpArgsInit(&args);
+	n = SpExec(&maint_attention, &args, true, 0);
+	spi = MemoryContextSwitchTo(outer);
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '[');
+	for (int i = 0; i < n; i++)
+	{
+		if (any)
+			appendStringInfoChar(&buf, ',');
+		MaintAppendAttention(&buf, i);
+		any = true;
+	}
+	MaintHealthAppendItems(&buf, &health, &any);
+	appendStringInfoChar(&buf, ']');
+	result = SpJsonResult(&buf);
+	MemoryContextSwitchTo(spi);
+	SPI_finish();
+	PG_RETURN_DATUM(result);
 }
 
 /*

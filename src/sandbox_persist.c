@@ -39,6 +39,8 @@ PG_MODULE_MAGIC;
 #define SP_REAPER_TTL_S_DEFAULT				0	/* unknown */
 #define SP_REAPER_SWEEP_INTERVAL_S_DEFAULT	0	/* unknown */
 #define SP_WATCHDOG_IDLE_S_DEFAULT			(10 * 60)
+#define SP_LEASE_ROW_WAIT_MS_DEFAULT		5000
+#define SP_MAINTENANCE_OVERDUE_AFTER_S_DEFAULT	0	/* derive from the schedule */
 
 bool		sp_allow_client_clock = false;
 bool		sp_allow_test_reset = false;
@@ -59,6 +61,8 @@ int			sp_run_retention_s = SP_RUN_RETENTION_S_DEFAULT;
 int			sp_reaper_ttl_s = SP_REAPER_TTL_S_DEFAULT;
 int			sp_reaper_sweep_interval_s = SP_REAPER_SWEEP_INTERVAL_S_DEFAULT;
 int			sp_watchdog_idle_s = SP_WATCHDOG_IDLE_S_DEFAULT;
+int			sp_lease_row_wait_ms = SP_LEASE_ROW_WAIT_MS_DEFAULT;
+int			sp_maintenance_overdue_after_s = SP_MAINTENANCE_OVERDUE_AFTER_S_DEFAULT;
 
 static const struct config_enum_entry sp_reopen_options[] = {
 	{"off", SP_REOPEN_OFF, false},
@@ -204,6 +208,21 @@ _PG_init(void)
 					" run-driver lock held, is invisible; a running run with a cancel requested and"
 					" unchanged this long is a stuck cancel.",
 					&sp_watchdog_idle_s, SP_WATCHDOG_IDLE_S_DEFAULT, 1);
+	DefineCustomIntVariable("sandbox_persist.lease_row_wait",
+							"Longest wait for a lease row in lock and writer-lease acquire and renew; 0 = no bound.",
+							"Past it the call fails with LEASE_ROW_BUSY (SP501), changes nothing and can be"
+							" retried. Only a transaction left open after calling a lock or checkpoint"
+							" function holds such a row that long; a shorter lock_timeout of the caller wins.",
+							&sp_lease_row_wait_ms,
+							SP_LEASE_ROW_WAIT_MS_DEFAULT, 0, INT_MAX,
+							PGC_SUSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	SpDefineSeconds("sandbox_persist.maintenance_overdue_after",
+					"Maintenance is reported overdue when maintain() has not completed for this long; 0 = derive it.",
+					"0 takes twice the longest gap between two runs of the schedule recorded by"
+					" schedule_maintenance, plus one minute (3 min for every minute). A positive value"
+					" also applies when maintenance is scheduled elsewhere (another database, an outside cron).",
+					&sp_maintenance_overdue_after_s, SP_MAINTENANCE_OVERDUE_AFTER_S_DEFAULT, 0);
 	MarkGUCPrefixReserved("sandbox_persist");
 	/* kept statements are planned without sequential scans (spi_util.c) */
 	SpPlannerInit();

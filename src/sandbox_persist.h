@@ -40,6 +40,7 @@ extern int	sp_run_retention_s;
 extern int	sp_reaper_ttl_s;
 extern int	sp_reaper_sweep_interval_s;
 extern int	sp_watchdog_idle_s;
+extern int	sp_maintenance_overdue_after_s;
 
 /* Values of sandbox_persist.event_log_reopen_on_append. */
 typedef enum SpReopenPolicy
@@ -285,6 +286,10 @@ extern void SpArgNull(SpArgs *args);
 extern void SpArgDatum(SpArgs *args, Datum d);
 extern void SpPlannerInit(void);
 extern int	SpExec(SpQuery *q, SpArgs *args, bool read_only, long tcount);
+
+/* ---- bounded row-lock waits (row_wait.c) ---- */
+extern int	sp_lease_row_wait_ms;
+extern int	SpExecRowWait(SpQuery *q, SpArgs *args, long tcount, const char *what);
 extern Portal SpOpenCursor(SpQuery *q, SpArgs *args, bool read_only);
 
 /* Writes the JSON record of one row of the current SPI result. */

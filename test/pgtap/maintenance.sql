@@ -814,13 +814,16 @@ SELECT sandbox_persist.event_log_append('o-running', '[{"i":1}]'), sandbox_persi
 SELECT pg_temp.put_ca('o-blob', :r), sandbox_persist.blob_put('app/o', '\x0102030405', NULL, :r);
 SELECT sandbox_persist.blob_upload_begin('o/upload', NULL, :r);
 SELECT is((SELECT to_jsonb(o) - 'blob_stored_bytes' - 'maintenance_last_run' - 'maintenance_last_summary'
+                               - 'maintenance_health'
              FROM sandbox_persist.overview o),
     '{"runs_running":3,"runs_interrupted":1,"runs_completed":1,"runs_failed":1,"runs_aborted":2,
       "runs_detached":2,"runs_detached_past_ttl":1,"locks_held":1,"event_logs_open":2,"blobs":2,
       "blob_raw_bytes":11,"blobs_awaiting_gc":1,"uploads_open":1,"attention_items":0,
       "checkpoint_leases_held":0,"event_logs_producer_lost":0,"checkpoint_writer_takeovers":0,
       "lock_takeovers":0,"maintenance_last_duration_ms":null,
-      "gc_backlog":{"blobs":0,"uploads":0,"locks":0,"eventLogs":0,"runs":0,"conversationBlocks":0}}'::jsonb,
+      "gc_backlog":{"blobs":0,"uploads":0,"locks":0,"eventLogs":0,"runs":0,"conversationBlocks":0},
+      "maintenance_scheduled":false,"maintenance_overdue":false,"maintenance_failing":false,
+      "maintenance_last_failure":null}'::jsonb,
     'overview.1 overview counts runs by status, detached runs (and those past reaper_ttl), live locks, open logs, blobs, bytes, GC backlog, uploads, attention');
 SELECT cmp_ok((SELECT blob_stored_bytes FROM sandbox_persist.overview)::bigint, '>', 0::bigint,
     'overview.2 blob_stored_bytes counts the stored chunk bytes');

@@ -51,7 +51,7 @@ SELECT * FROM pg_temp.try_schedule() \gset nocron_
 -- The TAP session.
 ------------------------------------------------------------------------------
 SET client_min_messages = warning;
-SELECT plan(17);
+SELECT plan(19);
 SELECT sandbox_persist._reset_for_tests();
 DO $$ BEGIN PERFORM sandbox_persist.unschedule_maintenance(); END $$;   -- a leftover of an aborted run
 
@@ -130,8 +130,15 @@ SELECT ok((SELECT last_run_at >= :t0 AND last_run_at <= (extract(epoch FROM cloc
 SELECT cmp_ok((SELECT (last_summary->>'locksPurged')::int FROM sandbox_persist.maintenance_state), '>=', 1,
     'M22.34 its summary counts the purged lock');
 
+SELECT is((SELECT row(h->>'ok', h->>'scheduled', h->>'jobId', h->>'lastCronStatus')::text
+             FROM (SELECT sandbox_persist.maintenance_health() AS h) x),
+    row('true', 'true', :'job', 'succeeded')::text,
+    'M22.37 after the job''s run, maintenance_health() is ok, names the job and pg_cron''s success (M26, M27)');
+
 -- Clean up: the job, the second database, the rows.
 SELECT ok(sandbox_persist.unschedule_maintenance(), 'M22.35 unschedule_maintenance() removes the job');
+SELECT is(sandbox_persist.maintenance_health()->>'scheduled', 'false',
+    'M22.38 and maintenance is no longer expected (M28)');
 DROP DATABASE IF EXISTS sp_nocron WITH (FORCE);
 SELECT sandbox_persist._reset_for_tests();
 SELECT * FROM finish();

@@ -103,8 +103,9 @@ psql_su -c "ALTER EXTENSION sandbox_persist UPDATE" || fail "ALTER EXTENSION san
 [ "$(ext_version "$DB")" = "$target" ] || fail "ALTER EXTENSION ... UPDATE left version $(ext_version "$DB"), not $target"
 read_all after "$DB"
 # The documented upgrade step (README "Upgrade"): new store functions are not
-# granted by themselves (0.4.0 adds event_log_read_verified), so the DBA runs
-# grant_app_role again; the upgraded database must then match a fresh one.
+# granted by themselves (0.4.0 adds event_log_read_verified and
+# maintenance_health), so the DBA runs grant_app_role again; the upgraded
+# database must then match a fresh one.
 psql_su -c "SELECT sandbox_persist.grant_app_role('$APP')" >/dev/null || fail "grant_app_role after the update failed"
 read_all after_grant "$DB"
 # The lines the update changes on purpose: owners (and so the grantor of
@@ -112,12 +113,19 @@ read_all after_grant "$DB"
 # (and its identity sequence) and gives fork roots their own copy of their
 # messages, which draws identity values of conversation_messages.
 on_purpose='^R\tcatalog\t(owners and grants of relations|owners and grants of functions|schema|extension|sequence checkpoints_seq_seq|sequence conversation_messages_message_id_seq)\t'
-grep -Pv "$on_purpose" "$WORK/before.out" >"$WORK/before.kept" || true
-# The overview columns 0.4.0 appends (checkpoint_leases_held to gc_backlog)
+# What 0.4.0 adds, absent before the update: the overview's maintenance_*
+# columns and the function maintenance_health() granted to the app role.
+new_columns() {
+    sed -E -e 's/,"maintenance_(scheduled|overdue|failing)":(true|false)//g' \
+           -e 's/,"maintenance_last_failure":(null|"[^"]*")//g' \
+           -e 's/ sandbox_persist\.maintenance_health\(\)//g'
+}
+grep -Pv "$on_purpose" "$WORK/before.out" | new_columns >"$WORK/before.kept" || true
+# The overview columns 0.4.0 appends (checkpoint_leases_held to maintenance_health)
 # are new on purpose too: before and after compare the columns both have;
 # upgraded and fresh (below) compare them all.
 grep -Pv "$on_purpose" "$WORK/after.out" \
-    | sed -E '/^R\tcatalog\toverview\t/ s/,"checkpoint_leases_held":.*\}$/}/' >"$WORK/after.kept" || true
+    | sed -E '/^R\tcatalog\toverview\t/ s/,"checkpoint_leases_held":.*\}$/}/' | new_columns >"$WORK/after.kept" || true
 read -r n1 d1 < <(compare "before and after the update" "$WORK/before.kept" "$WORK/after.kept")
 
 # 4. The upgraded database against the fresh one: reads, writes, reads.

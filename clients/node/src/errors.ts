@@ -120,6 +120,12 @@ export type SandboxPersistErrorCode =
   | 'TEST_RESET_NOT_ALLOWED'
   /** SP014: the thread is moving to another shard behind a router; retry after the move. */
   | 'SANDBOX_THREAD_MOVING'
+  /**
+   * SP501: an acquire or renew waited `sandbox_persist.lease_row_wait` for its
+   * lease row, held by a transaction left open; nothing changed, retry
+   * (`LeaseRowBusyError`).
+   */
+  | 'LEASE_ROW_BUSY'
   /** A class-SP error this package does not know yet (a newer extension): `sqlstate` tells which. */
   | 'UNKNOWN_SP_ERROR'
   /** The store was closed with `close()` (or is draining for a shutdown): a route answers 503. */
@@ -184,6 +190,22 @@ export class SandboxPersistSetupError extends SandboxPersistError {
     super(code, `${message} Hint: ${hint}`, sqlstate, undefined, options)
     this.name = 'SandboxPersistSetupError'
     this.hint = hint
+  }
+}
+
+/**
+ * SP501 `LEASE_ROW_BUSY` [X26]: a lock or checkpoint-writer acquire or renew
+ * waited `sandbox_persist.lease_row_wait` for its row, which a transaction
+ * left open (idle in transaction) holds. The call changed nothing; retry it
+ * later (`retryable` is true). `withLock` treats it as "held" and keeps
+ * waiting; the checkpoint store's `acquireWriter` and `renew` throw it.
+ */
+export class LeaseRowBusyError extends SandboxPersistError {
+  declare readonly code: 'LEASE_ROW_BUSY'
+  readonly retryable = true
+  constructor(message: string, sqlstate: string, detail: string | undefined, options?: ErrorOptions) {
+    super('LEASE_ROW_BUSY', message, sqlstate, detail, options)
+    this.name = 'LeaseRowBusyError'
   }
 }
 
@@ -259,6 +281,7 @@ const SP_CODES: Record<string, SandboxCheckpointErrorCode | SandboxPersistErrorC
   SP403: 'EVENT_LOG_PRODUCER_SEQ_CONFLICT',
   SP404: 'EVENT_LOG_FENCE_STALE',
   SP405: 'EVENT_LOG_OFFSET_DIVERGED',
+  SP501: 'LEASE_ROW_BUSY',
   SP901: 'CLIENT_CLOCK_NOT_ALLOWED',
   SP902: 'TEST_RESET_NOT_ALLOWED',
 }
@@ -381,6 +404,9 @@ export function translateError(error: unknown, context: ErrorContext = {}): unkn
         sqlstate,
         detail,
       )
+    }
+    if (code === 'LEASE_ROW_BUSY') {
+      return decorate(new LeaseRowBusyError(`${error.message}: ${sentence}`, sqlstate, detail, { cause: error }), sqlstate, detail)
     }
     return decorate(
       new SandboxPersistError(code as SandboxPersistErrorCode, `${error.message}: ${sentence}`, sqlstate, detail, { cause: error }),

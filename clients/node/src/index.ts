@@ -32,7 +32,7 @@ export {
   type PostgresStreamDurability,
 } from './durability.js'
 export { sseHeartbeats, DEFAULT_HEARTBEAT_MS, type SseHeartbeatOptions } from './heartbeat.js'
-export { postgresMaintenance, type PostgresMaintenance, type ReaperWakeup } from './maintenance.js'
+export { postgresMaintenance, type PostgresMaintenance, type ReaperWakeup, type MaintenanceHealth } from './maintenance.js'
 export { closeSharedListeners, type ListenerOptions } from './listener.js'
 export {
   DIAGNOSTICS_CHANNEL,
@@ -55,6 +55,7 @@ export {
   EventLogOffsetDivergedError,
   LockAcquireTimeoutError,
   LockLostError,
+  LeaseRowBusyError,
   translateError,
   httpStatusOf,
   type SandboxCheckpointErrorCode,

@@ -18,7 +18,7 @@
 import { createHash } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import type { LockStore } from '@tanstack/ai/locks'
-import { LockAcquireTimeoutError, LockLostError, SandboxPersistError } from './errors.js'
+import { LeaseRowBusyError, LockAcquireTimeoutError, LockLostError, SandboxPersistError } from './errors.js'
 import { abortReason, checkNumberOption, checkSignal, checkTextId, run, value, type Queryable } from './internal.js'
 import { SandboxPersistConnectionError } from './failover.js'
 import { acquireListener, LOCK_CHANNEL, Waker, type ListenerOptions } from './listener.js'
@@ -165,6 +165,8 @@ export function postgresLocks(pool: Queryable, options: PostgresLockOptions = {}
         if (signal?.aborted) throw abortReason(signal)
         waker.reset()
         const sentAt = performance.now()
+        // LEASE_ROW_BUSY: a transaction left open holds the key's row, so the
+        // key is as good as held: keep waiting (X26; acquireOnce).
         const lease = await acquireOnce(key)
         if (lease !== null) {
           if (signal?.aborted) {
@@ -201,7 +203,7 @@ export function postgresLocks(pool: Queryable, options: PostgresLockOptions = {}
         [key, ttlMs],
       )
     } catch (error) {
-      if (error instanceof SandboxPersistConnectionError) return null
+      if (error instanceof SandboxPersistConnectionError || error instanceof LeaseRowBusyError) return null
       throw error
     }
   }

@@ -37,6 +37,8 @@ export type SandboxPersistEvent =
   | 'chunk.undefined_member'
   /** `close()` could not end a log, mark a run or finish a release within its deadline (or the pool was gone). */
   | 'shutdown.incomplete'
+  /** `health()` found the scheduled maintenance failing or overdue (`report.health` says why). */
+  | 'maintenance.not_running'
 
 /** The fields every report carries, besides the event's own. */
 export interface SandboxPersistReport {

@@ -4,7 +4,7 @@
 import { createHash } from 'node:crypto'
 import pg from 'pg'
 import { beforeEach, describe, expect, it } from 'vitest'
-import { LockAcquireTimeoutError, LockLostError, postgresLocks } from '../src/index.js'
+import { LeaseRowBusyError, LockAcquireTimeoutError, LockLostError, postgresCheckpoints, postgresLocks } from '../src/index.js'
 import { makePool, rejection, reset, rows, sleep } from './helpers.js'
 
 const pool = makePool()
@@ -207,4 +207,38 @@ describe('locks', () => {
     await expect(locks.withLock('a\ud800', async () => 1)).rejects.toBeInstanceOf(TypeError)
     await expect(locks.withLock('', async () => 1)).rejects.toBeInstanceOf(TypeError)
   })
+
+  it('X26 a row held by a transaction left open: acquireWriter rejects with a retryable LeaseRowBusyError, withLock keeps waiting', async () => {
+    const app = await pool.connect()
+    try {
+      // An app appends inside its own transaction and leaves it open: here
+      // its acquire holds the thread row, and its lock_acquire the key's row.
+      await app.query('BEGIN')
+      await app.query("SELECT sandbox_persist.checkpoint_acquire_writer('thread-x26', 1000)")
+      await app.query("SELECT sandbox_persist.lock_acquire('run-driver:x26', 1000)")
+      const started = performance.now()
+      const error = await rejection(postgresCheckpoints(pool).acquireWriter('thread-x26'))
+      const waited = performance.now() - started
+      expect(error).toBeInstanceOf(LeaseRowBusyError)
+      expect(error).toMatchObject({ code: 'LEASE_ROW_BUSY', sqlstate: 'SP501', retryable: true })
+      // the bound is sandbox_persist.lease_row_wait (5 s by default), not the test's timeout
+      expect(waited).toBeGreaterThanOrEqual(900)
+      expect(waited).toBeLessThan(10_000)
+      // withLock treats the busy row as held and is granted once the transaction ends.
+      const locks = postgresLocks(pool, { minPollMs: 50, maxPollMs: 200, acquireTimeoutMs: 20_000 })
+      let ran = false
+      const waiting = locks.withLock('run-driver:x26', async () => {
+        ran = true
+      })
+      await sleep(1_500)
+      expect(ran).toBe(false)
+      await app.query('ROLLBACK')
+      await waiting
+      expect(ran).toBe(true)
+      await locks.close()
+    } finally {
+      await app.query('ROLLBACK').catch(() => undefined)
+      app.release()
+    }
+  }, 30_000)
 })

@@ -388,6 +388,12 @@ restart_shard1() {
 }
 
 echo "# XS5 the destination shard crashes in the middle of a fork import"
+# What survives a kill -9 depends on synchronous_commit: with it off, a commit
+# already answered (the lease acquired just below) may be lost, and the retry
+# would rightly fail. These checks rely on answered commits surviving, so the
+# shard must commit synchronously (scripts/shards.sh starts shards so).
+check "XS5 shard 1 commits synchronously (what the crash checks rely on)" "on" \
+    "$(S1 "SELECT current_setting('synchronous_commit')")"
 X5=$(thread_on crash 1)
 acquire x5 "$X5"
 hold S1

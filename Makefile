@@ -4,6 +4,8 @@
 #   make test-matrix  the suites against PostgreSQL 17 and 18 in Debian chroots (root)
 #   make torture  the long reliability runs: crash cycles, 10^5 fuzz inputs, valgrind
 #   make bench  benchmarks against baselines into bench/results/ (QUICK=1: a short run)
+# SANDBOX_PERSIST_CPU_HOG=N with test, test-shards or torture: N busy processes for the
+# whole run (scripts/cpu_hog.sh), stopped however it ends: no suite may need an idle machine.
 
 EXTENSION   = sandbox_persist
 MODULE_big  = sandbox_persist

@@ -272,12 +272,12 @@ bg() {      # name target sql: run in the background; $TMPD/name.out, .rc
     PIDS+=($!)
 }
 done_bg() { [ -f "$TMPD/$1.rc" ]; }
-wait_bg() {     # name: wait up to 60 s for it to end; prints its exit code
-    for _ in $(seq 600); do done_bg "$1" && break; sleep 0.1; done
+wait_bg() {     # name: wait for it to end (a 120 s ceiling fails a hang); prints its exit code
+    for _ in $(seq 1200); do done_bg "$1" && break; sleep 0.1; done
     cat "$TMPD/$1.rc" 2>/dev/null || echo timeout
 }
-until_true() {  # target sql: poll until the query returns t (30 s)
-    for _ in $(seq 300); do
+until_true() {  # target sql: poll until the query returns t (a 120 s ceiling fails a hang)
+    for _ in $(seq 1200); do
         [ "$($1 "$2" 2>/dev/null)" = t ] && return 0
         sleep 0.1
     done
@@ -381,7 +381,16 @@ crash_shard1() {
     kids=$(pgrep -P "$pm" || true)
     # shellcheck disable=SC2086
     kill -9 "$pm" $kids 2>/dev/null || true
-    for _ in $(seq 100); do kill -0 "$pm" 2>/dev/null || break; sleep 0.1; done
+    # Wait for every killed process to be gone (a survivor keeps the shared
+    # memory and fails the restart); the 120 s ceiling only bounds a hang.
+    local p st
+    for p in $pm $kids; do
+        for _ in $(seq 1200); do
+            st=$(ps -o stat= -p "$p" 2>/dev/null) || break
+            [[ $st == Z* ]] && break    # exited, not yet reaped
+            sleep 0.1
+        done
+    done
 }
 restart_shard1() {
     as_postgres "$PGBIN/pg_ctl" -D "$SHARD1_DATA" -l "$SHARD1_DATA/../restart.log" -w start >/dev/null 2>&1

@@ -54,7 +54,7 @@ function runNode(source: string): Promise<{ code: number | null; stdout: string;
     execFile(
       process.execPath,
       ['--input-type=module', '-e', source],
-      { cwd: fileURLToPath(new URL('..', import.meta.url)), timeout: 20_000 },
+      { cwd: fileURLToPath(new URL('..', import.meta.url)), timeout: 80_000 }, // a hang's ceiling: a busy machine starts Node slowly
       (error, stdout, stderr) => {
         const code = error === null ? 0 : typeof error.code === 'number' ? error.code : null
         resolve({ code, stdout, stderr })

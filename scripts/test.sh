@@ -26,6 +26,9 @@ SUITES=" ${SANDBOX_PERSIST_SUITES:-regress pgtap node backup upgrade fuzz tortur
 # through it too.
 stop_cluster=""
 on_exit() {
+    # A second INT or TERM (make passes one on to its child after the one the
+    # process group got) must not cut the clean-up short.
+    trap '' INT TERM
     cpu_hog_stop
     [ -z "$stop_cluster" ] || bash "$ROOT/scripts/cluster.sh" stop
 }

@@ -11,6 +11,9 @@ cd "$ROOT"
 # SANDBOX_PERSIST_CPU_HOG=N: N busy processes for the whole run (scripts/cpu_hog.sh).
 stop_cluster=""
 on_exit() {
+    # A second INT or TERM (make passes one on to its child after the one the
+    # process group got) must not cut the clean-up short.
+    trap '' INT TERM
     cpu_hog_stop
     [ -z "$stop_cluster" ] || bash "$ROOT/scripts/cluster.sh" stop
 }

@@ -11,6 +11,8 @@
 #   make test-packaging  the .deb installed into a clean bookworm chroot, upgraded from 0.3.0's (root)
 #   make dist   the PGXN zip (git archive), the adapter's .tgz and SHA256SUMS into dist/
 #   make bench  benchmarks against baselines into bench/results/ (QUICK=1: a short run)
+# SANDBOX_PERSIST_CPU_HOG=N with test, test-shards or torture: N busy processes for the
+# whole run (scripts/cpu_hog.sh), stopped however it ends: no suite may need an idle machine.
 
 EXTENSION   = sandbox_persist
 MODULE_big  = sandbox_persist

@@ -9,12 +9,21 @@
 #   scripts/cluster.sh start   create and start a new cluster (stops an old one)
 #   scripts/cluster.sh stop    stop the cluster and remove its directory
 #   scripts/cluster.sh env     print the export lines for PGHOST/PGPORT/PGUSER
+#
+# fsync and full_page_writes are off (a throwaway cluster never survives an OS
+# crash), and so is synchronous_commit unless SANDBOX_PERSIST_SYNCHRONOUS_COMMIT=on:
+# with it off a kill -9 may lose commits already answered (PostgreSQL's promise
+# for that setting), so a cluster a test kills and then reads must start with
+# it on. fsync = off keeps that promise for a process crash: a commit has
+# written its WAL to the kernel, which outlives the server.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 STATE=${SANDBOX_PERSIST_STATE:-"$ROOT/.cluster"}
 PORT=${SANDBOX_PERSIST_PORT:-54329}
 DB=${SANDBOX_PERSIST_DB:-postgres}
+SYNC_COMMIT=${SANDBOX_PERSIST_SYNCHRONOUS_COMMIT:-off}
+case "$SYNC_COMMIT" in on | off) ;; *) echo "cluster.sh: SANDBOX_PERSIST_SYNCHRONOUS_COMMIT must be on or off" >&2; exit 2 ;; esac
 PGBIN=$("${PG_CONFIG:-pg_config}" --bindir)
 
 as_postgres() {
@@ -53,7 +62,7 @@ cron.use_background_workers = on
 max_worker_processes = 16
 max_prepared_transactions = 10
 fsync = off
-synchronous_commit = off
+synchronous_commit = $SYNC_COMMIT
 full_page_writes = off
 CONF
     if ! as_postgres "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null; then

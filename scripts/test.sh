@@ -17,16 +17,36 @@
 #   SANDBOX_PERSIST_KEEP_CLUSTER=1   leave the cluster running on exit
 #   SANDBOX_PERSIST_USE_CLUSTER=1    no set-up: use the running cluster named
 #                             by PGHOST/PGPORT/PGUSER/PGDATABASE, and leave it running
+#
+# SANDBOX_PERSIST_CPU_HOG=N starts N busy processes for the whole run (scripts/cpu_hog.sh),
+# stopped however the run ends: no suite may depend on an idle machine.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 SUITES=" ${SANDBOX_PERSIST_SUITES:-regress pgtap node backup upgrade fuzz torture ha broken_build stands_alone vocabulary file_cycles shards timeline_loss monitoring pitr conformance dist cron_unreachable} "
 
+# One EXIT trap for everything this script starts; INT and TERM end the script
+# through it too.
+stop_cluster=""
+on_exit() {
+    # A second INT or TERM (make passes one on to its child after the one the
+    # process group got) must not cut the clean-up short.
+    trap '' INT TERM
+    cpu_hog_stop
+    [ -z "$stop_cluster" ] || bash "$ROOT/scripts/cluster.sh" stop
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+# shellcheck disable=SC1091
+. scripts/cpu_hog.sh
+cpu_hog_start || exit 2
+
 if [ -n "${SANDBOX_PERSIST_USE_CLUSTER:-}" ]; then
     export PGHOST PGPORT PGUSER PGDATABASE
 else
     bash scripts/setup.sh || { echo "set-up failed: no suite was run" >&2; exit 1; }
-    [ -n "${SANDBOX_PERSIST_KEEP_CLUSTER:-}" ] || trap 'bash "$ROOT/scripts/cluster.sh" stop' EXIT
+    [ -n "${SANDBOX_PERSIST_KEEP_CLUSTER:-}" ] || stop_cluster=1
     # shellcheck disable=SC1091
     . "${SANDBOX_PERSIST_STATE:-$ROOT/.cluster}/env"
     export SP_CLUSTER_DIR

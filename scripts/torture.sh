@@ -10,11 +10,27 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 
+# SANDBOX_PERSIST_CPU_HOG=N: N busy processes for the whole run (scripts/cpu_hog.sh).
+stop_cluster=""
+on_exit() {
+    # A second INT or TERM (make passes one on to its child after the one the
+    # process group got) must not cut the clean-up short.
+    trap '' INT TERM
+    cpu_hog_stop
+    [ -z "$stop_cluster" ] || bash "$ROOT/scripts/cluster.sh" stop
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+# shellcheck disable=SC1091
+. scripts/cpu_hog.sh
+cpu_hog_start || exit 2
+
 bash scripts/setup.sh || { echo "set-up failed: no suite was run" >&2; exit 1; }
+stop_cluster=1
 # psql and the other client programs: the binaries of PG_CONFIG's major.
 PATH="$("${PG_CONFIG:-pg_config}" --bindir):$PATH"
 export PATH
-trap 'bash "$ROOT/scripts/cluster.sh" stop' EXIT
 # shellcheck disable=SC1091
 . "${SANDBOX_PERSIST_STATE:-$ROOT/.cluster}/env"
 export SP_CLUSTER_DIR

@@ -6,7 +6,11 @@
 -- Clocks: maintain(), blob and lock calls take an injected now_ms; run rows
 -- and event logs carry server-clock times that no call can inject. Cases
 -- that need those to be "old" either pass maintain() a now_ms far after the
--- real clock, or set the relevant idle setting to 1 s and sleep past it.
+-- real clock, or set the relevant idle setting to 1 s and split the rows in
+-- time: the old ones written, pg_sleep(0.6), the clock read (:x_recent), the
+-- recent ones written, then maintain(1000, :x_recent + 500). The old rows are
+-- then at least 1.1 s idle and the recent ones at most 0.5 s, however long a
+-- busy machine stalls between statements (a sleep is only ever longer).
 --
 -- Run with: pg_prove -d <db> test/pgtap/maintenance.sql
 -- (needs sandbox_persist.allow_test_reset and allow_client_clock on, and
@@ -419,10 +423,11 @@ SELECT sandbox_persist.run_update('m11-completed', '{"status":"completed","finis
 SELECT sandbox_persist.event_log_append(id, '[{"i":1}]')
 FROM unnest(ARRAY['m11-completed', 'm11-failed', 'm11-aborted', 'm11-running', 'm11-interrupted',
                   'm11-recent-append', 'm11-recent-row', 'm11-no-run']) AS id;
-SELECT pg_sleep(1.3);
+SELECT pg_sleep(0.6);
+SELECT pg_temp.now_ms() AS m11_recent \gset
 SELECT sandbox_persist.event_log_append('m11-recent-append', '[{"i":2}]');
 SELECT sandbox_persist.run_update('m11-recent-row', '{"usage":{"tokens":1}}');
-SELECT is(sandbox_persist.maintain()::jsonb, pg_temp.counts('{"logsClosed":3}'),
+SELECT is(sandbox_persist.maintain(1000, :m11_recent + 500)::jsonb, pg_temp.counts('{"logsClosed":3}'),
     'M11.1 three logs of terminal runs idle past event_log_close_grace are closed');
 SELECT ok(pg_temp.log_closed('m11-completed') AND pg_temp.log_closed('m11-failed') AND pg_temp.log_closed('m11-aborted'),
     'M11.2 the logs of the completed, failed and aborted runs are closed');
@@ -457,9 +462,10 @@ SELECT is((sandbox_persist.maintain(1000, pg_temp.now_ms() + 3650 * :d)->>'runsD
     'M12.1 with run_retention 0 (the default) no run is deleted, however old');
 SELECT is(pg_temp.rows_of('runs'), :'m12_runs', 'M12.2 every run row is unchanged');
 SET LOCAL sandbox_persist.run_retention = '1s';
-SELECT pg_sleep(1.3);
+SELECT pg_sleep(0.6);
+SELECT pg_temp.now_ms() AS m12_recent \gset
 SELECT sandbox_persist.run_update('m12-recent', '{"status":"completed"}');
-SELECT is((sandbox_persist.maintain()->>'runsDeleted')::int, 2,
+SELECT is((sandbox_persist.maintain(1000, :m12_recent + 500)->>'runsDeleted')::int, 2,
     'M12.3 with run_retention 1s two terminal runs are deleted');
 SELECT ok(NOT pg_temp.run_exists('m12-completed') AND NOT pg_temp.run_exists('m12-aborted'),
     'M12.4 the unreferenced completed and aborted runs idle past the retention are gone');
@@ -613,27 +619,23 @@ SELECT sandbox_persist.lock_acquire('run-driver:v-lock-expired', 1000, :r - 1000
 SELECT sandbox_persist.lock_acquire('sandbox:v-lock-other-key', 600000);
 SELECT sandbox_persist.event_log_append('v-log-old', '[{"i":1}]');
 SELECT sandbox_persist.event_log_append('v-log-recent', '[{"i":1}]');
--- The rows above are stamped with the wall clock, so they are made old by
--- waiting; from here on maintain() gets an injected clock a little after :t,
--- taken before the fresh writes (stamped at :t or later), so they stay recent
--- and each recheck sees the items of the call before it however slow the machine.
-SELECT pg_sleep(1.3);
-SELECT pg_temp.now_ms() AS t \gset
+SELECT pg_sleep(0.6);
+SELECT pg_temp.now_ms() AS m17_recent \gset
 SELECT sandbox_persist.event_log_append('v-log-recent', '[{"i":2}]');
 SELECT sandbox_persist.run_update('v-row-recent', '{"usage":{"n":1}}');
-SELECT is((sandbox_persist.maintain(1000, :t + 100)->>'attentionNew')::int, 4, 'M17.1 four new attention items');
+SELECT is((sandbox_persist.maintain(1000, :m17_recent + 500)->>'attentionNew')::int, 4, 'M17.1 four new attention items');
 SELECT is(pg_temp.items('invisible_run'), ARRAY['v-lock-expired', 'v-lock-other-key', 'v-log-old', 'v-plain'],
     'M17.2 invisible_run: running, not detached, no live run-driver lock, no recent append or row change');
 SELECT ok(pg_temp.item('invisible_run', 'v-plain') ->> 'firstSeen' IS NOT NULL, 'M17.3 the item carries firstSeen');
 SELECT sandbox_persist.lock_acquire('run-driver:v-plain', 600000);
 SELECT sandbox_persist.event_log_append('v-log-old', '[{"i":2}]');
 -- A recheck looks only at items last seen before this call's millisecond (the
--- ones this very call records are fresh): each call's clock is 100 ms later.
-SELECT is((sandbox_persist.maintain(1000, :t + 200)->>'attentionResolved')::int, 2,
+-- ones this very call records are fresh): the injected clock moves on first.
+SELECT is((sandbox_persist.maintain(1000, :m17_recent + 510)->>'attentionResolved')::int, 2,
     'M17.4 a live lock and a fresh append resolve two items');
 SELECT is(pg_temp.items('invisible_run'), ARRAY['v-lock-expired', 'v-lock-other-key'], 'M17.5 the other two remain');
 RESET sandbox_persist.watchdog_idle;
-SELECT is((sandbox_persist.maintain(1000, :t + 300)->>'attentionResolved')::int, 2,
+SELECT is((sandbox_persist.maintain(1000, :m17_recent + 520)->>'attentionResolved')::int, 2,
     'M17.6 with the default 10 min watchdog_idle runs idle for a second are not invisible');
 
 ------------------------------------------------------------------------------
@@ -647,15 +649,17 @@ SELECT pg_temp.run('c-stuck', '{"cancelRequested":true}'),
        pg_temp.run('c-false', '{"cancelRequested":false}'),
        pg_temp.run('c-done', '{"cancelRequested":true,"status":"aborted"}'),
        pg_temp.run('c-interrupted', '{"cancelRequested":true}', 'interrupted');
-SELECT pg_sleep(1.3);
+SELECT pg_sleep(0.6);
+SELECT pg_temp.now_ms() AS m18_recent \gset
 SELECT sandbox_persist.run_update('c-recent', '{"cancelRequested":true}');
-SELECT sandbox_persist.maintain();
+SELECT pg_temp.now_ms() AS m18_after \gset
+SELECT sandbox_persist.maintain(1000, :m18_recent + 500);
 SELECT is(pg_temp.items('stuck_cancel'), ARRAY['c-stuck', 'c-stuck-detached'],
     'M18.1 stuck_cancel: running runs whose cancel request is older than watchdog_idle');
 SELECT ok(pg_temp.run_exists('c-stuck') AND (sandbox_persist.run_get('c-stuck')->>'status') = 'running',
     'M18.2 the stuck run is only reported, still running');
-SELECT pg_sleep(1.3);
-SELECT sandbox_persist.maintain();
+-- 1.1 s after the recent cancel was written (by the injected clock).
+SELECT sandbox_persist.maintain(1000, :m18_after + 1100);
 SELECT is(pg_temp.items('stuck_cancel'), ARRAY['c-recent', 'c-stuck', 'c-stuck-detached'],
     'M18.3 a second later the recent cancel is reported too');
 RESET sandbox_persist.watchdog_idle;

@@ -272,12 +272,12 @@ bg() {      # name target sql: run in the background; $TMPD/name.out, .rc
     PIDS+=($!)
 }
 done_bg() { [ -f "$TMPD/$1.rc" ]; }
-wait_bg() {     # name: wait up to 60 s for it to end; prints its exit code
-    for _ in $(seq 600); do done_bg "$1" && break; sleep 0.1; done
+wait_bg() {     # name: wait for it to end (a 120 s ceiling fails a hang); prints its exit code
+    for _ in $(seq 1200); do done_bg "$1" && break; sleep 0.1; done
     cat "$TMPD/$1.rc" 2>/dev/null || echo timeout
 }
-until_true() {  # target sql: poll until the query returns t (30 s)
-    for _ in $(seq 300); do
+until_true() {  # target sql: poll until the query returns t (a 120 s ceiling fails a hang)
+    for _ in $(seq 1200); do
         [ "$($1 "$2" 2>/dev/null)" = t ] && return 0
         sleep 0.1
     done
@@ -378,16 +378,42 @@ check "XS4 moved back: a second acquire is still SP005 (the lease is current)" "
 crash_shard1() {
     local pm kids
     pm=$(head -1 "$SHARD1_DATA/postmaster.pid")
+    # Stopped first, the postmaster forks no backend between the listing of its
+    # children and the kill (an orphan forked there would keep the shared memory
+    # and fail the restart).
+    kill -STOP "$pm" 2>/dev/null || true
     kids=$(pgrep -P "$pm" || true)
     # shellcheck disable=SC2086
     kill -9 "$pm" $kids 2>/dev/null || true
-    for _ in $(seq 100); do kill -0 "$pm" 2>/dev/null || break; sleep 0.1; done
+    # Wait for every killed process to be gone (a survivor keeps the shared
+    # memory and fails the restart); the 120 s ceiling only bounds a hang.
+    local p st
+    for p in $pm $kids; do
+        for _ in $(seq 1200); do
+            st=$(ps -o stat= -p "$p" 2>/dev/null) || break
+            [[ $st == Z* ]] && break    # exited, not yet reaped
+            sleep 0.1
+        done
+    done
 }
-restart_shard1() {
-    as_postgres "$PGBIN/pg_ctl" -D "$SHARD1_DATA" -l "$SHARD1_DATA/../restart.log" -w start >/dev/null 2>&1
+restart_shard1() {   # crash recovery may be slow on a busy machine: a 300 s ceiling, a few tries
+    local _
+    for _ in 1 2 3 4 5; do
+        as_postgres "$PGBIN/pg_ctl" -D "$SHARD1_DATA" -l "$SHARD1_DATA/../restart.log" -w -t 300 start >/dev/null 2>&1 && return 0
+        sleep 1
+    done
+    echo "# shard 1 did not restart; its log:" >&2
+    sed 's/^/#   /' "$SHARD1_DATA/../restart.log" >&2
+    return 1
 }
 
 echo "# XS5 the destination shard crashes in the middle of a fork import"
+# What survives a kill -9 depends on synchronous_commit: with it off, a commit
+# already answered (the lease acquired just below) may be lost, and the retry
+# would rightly fail. These checks rely on answered commits surviving, so the
+# shard must commit synchronously (scripts/shards.sh starts shards so).
+check "XS5 shard 1 commits synchronously (what the crash checks rely on)" "on" \
+    "$(S1 "SELECT current_setting('synchronous_commit')")"
 X5=$(thread_on crash 1)
 acquire x5 "$X5"
 hold S1

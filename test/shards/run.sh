@@ -111,6 +111,9 @@ if [ -z "${SHARDS_SKIP_NODE:-}" ]; then
     (
         cd clients/node || exit 1
         [ -d node_modules ] || npm ci --no-audit --no-fund --prefer-offline --loglevel=error || exit 1
+        # dist/: the shutdown cases run the built adapter in a child process and the
+        # README check imports it; make test-shards alone on a fresh clone has none.
+        npm run --silent build || exit 1
         npx vitest run --no-file-parallelism --reporter=default --reporter=json --outputFile.json="$report" \
             -t "^(?!.*($NODE_EXCLUDED)).*\$"
     ) || fail "Node adapter suite through the router"

@@ -63,5 +63,5 @@ echo "== type-check the app (strict, skipLibCheck false)"
 (cd "$app" && npx tsc -p tsconfig.json)
 
 echo "== run the app's server against the test database"
-(cd "$app" && timeout 60 node dist/server.js)
+(cd "$app" && timeout 180 node dist/server.js)  # a hang's ceiling, not a budget
 echo "pack-install-run: ok"

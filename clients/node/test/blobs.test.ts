@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto'
 import { beforeAll, describe, expect, it } from 'vitest'
 import { postgresBlobStore, postgresPersistence, type BlobObject } from '../src/index.js'
-import { countingPool, makePool, rejection, reset, rows, sleep } from './helpers.js'
+import { countingPool, makePool, rejection, reset, rows, until } from './helpers.js'
 
 const pool = makePool()
 const blobs = postgresPersistence(pool).stores.blobs
@@ -479,7 +479,7 @@ describe('blobs: streamed reads, back-pressure, cancellation, consistency, Abort
       },
     })
     const pending = store.put('stream/put-abort', stalled, { signal: controller.signal, contentType: 'text/x-new' })
-    await sleep(150)
+    await until(() => pulls > 3) // the put has taken the three chunks and waits on the source
     const reason = new Error('user cancelled the upload')
     controller.abort(reason)
     await expect(pending).rejects.toBe(reason)

@@ -7,7 +7,7 @@ import pg from 'pg'
 import type { StreamChunk } from '@tanstack/ai'
 import { beforeEach, describe, expect, it } from 'vitest'
 import { postgresDurability, postgresMaintenance, postgresPersistence, runTag, type ReaperWakeup } from '../src/index.js'
-import { makePool, rejection, reset, rows, sleep } from './helpers.js'
+import { makePool, rejection, reset, rows, sleep, until } from './helpers.js'
 
 const pool = makePool()
 const durability = postgresDurability(pool, { pollMs: 20_000 })
@@ -38,7 +38,7 @@ describe('event log', () => {
       const log = durability('e15-run')
       await log.append([chunk(1)])
       const [row] = await rows<{ log_id: string }>(pool, `SELECT log_id::text FROM sandbox_persist.event_logs WHERE run_id = 'e15-run'`)
-      await sleep(300)
+      await until(() => payloads.length > 0)
       expect(payloads).toEqual([row!.log_id])
       const tx = await pool.connect()
       try {
@@ -49,10 +49,10 @@ describe('event log', () => {
       } finally {
         tx.release()
       }
-      await sleep(300)
-      expect(payloads).toEqual([row!.log_id])
       await log.close()
-      await sleep(300)
+      // Notifications arrive in commit order: one from the rolled-back append or
+      // close would have come before the close's.
+      await until(() => payloads.length > 1)
       expect(payloads).toEqual([row!.log_id, row!.log_id])
     } finally {
       await client.end()
@@ -75,8 +75,8 @@ describe('event log', () => {
     const sentAt = performance.now()
     await producer.append([chunk(3), finished(4)])
     while (seen.length < 4) await sleep(10)
-    // Woken by the notification, not by the 20 s fallback poll.
-    expect(seen[2]!.at - sentAt).toBeLessThan(2_000)
+    // Woken by the notification, not by the 20 s fallback poll (half of it is the margin).
+    expect(seen[2]!.at - sentAt).toBeLessThan(10_000)
     await sleep(300)
     expect(ended).toBe(false)
     await producer.close()
@@ -97,17 +97,30 @@ describe('event log', () => {
   it("E18 'now' reads only future writes; an aborted signal ends a parked read", async () => {
     const log = durability('e18-now')
     await log.append([chunk(1)])
+    // The reader's queries are counted: 'now' is the tail its first read returns,
+    // so the test appends only once that read is back (not after a guessed time).
+    let reads = 0
+    const counted = {
+      query: ((...args: unknown[]) => {
+        const result = (pool.query as (...a: unknown[]) => Promise<unknown>)(...args)
+        if (typeof args[0] === 'string' && args[0].includes('event_log_read')) void result.then(() => (reads += 1), () => undefined)
+        return result
+      }) as unknown as pg.Pool['query'],
+    }
+    const readers = postgresDurability(counted)
+    const reader = readers('e18-now')
     const controller = new AbortController()
     const seen: StreamChunk[] = []
     const consuming = (async () => {
-      for await (const e of log.read('now', controller.signal)) seen.push(e.chunk)
+      for await (const e of reader.read('now', controller.signal)) seen.push(e.chunk)
     })()
-    await sleep(200)
+    await until(() => reads > 0)
     await log.append([chunk(2)])
-    while (seen.length < 1) await sleep(10)
+    await until(() => seen.length > 0)
     controller.abort()
     await consuming
     expect(seen).toEqual([chunk(2)])
+    await readers.close()
   })
 
   it('E19 offsets are v2.<tag>.<seq>.<digest>, unique, free of whitespace, CR, LF and NUL; another run\'s offset is rejected', async () => {
@@ -230,8 +243,6 @@ describe('maintenance wake-up', () => {
       const clocked = postgresMaintenance(db)
       const now = 1_000_000
       await clocked.maintain({ nowMs: now })
-      await sleep(200)
-      expect(wakeups).toEqual([])
       const runs = postgresPersistence(pool).stores.runs
       for (const [id, since] of [['m15-old', now - 120_000], ['m15-new', now - 1_000]] as const) {
         await runs.createOrResume({ runId: id, threadId: 't', startedAt: 1 })
@@ -239,7 +250,9 @@ describe('maintenance wake-up', () => {
       }
       await runs.createOrResume({ runId: 'm15-attached', threadId: 't', startedAt: 1 })
       await clocked.maintain({ nowMs: now })
-      await sleep(200)
+      // Notifications arrive in commit order: had the first maintain() (no
+      // detached runs) notified, its wake-up would come first.
+      await until(() => wakeups.length > 0)
       expect(wakeups).toEqual([{ detached: 2, due: 1 }])
       unsubscribe()
       // maintain never acts on runs

@@ -43,6 +43,26 @@ export async function rejection(promise: Promise<unknown>): Promise<Error & Reco
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
+/**
+ * Wait for an event rather than for a time: poll `condition` until it holds.
+ * The ceiling only turns a hang into a failure; it is far above what any
+ * condition needs on a busy machine, and a passing test never waits for it.
+ */
+export async function until(condition: () => boolean | Promise<boolean>, ceilingMs = 30_000): Promise<void> {
+  const end = performance.now() + ceilingMs
+  while (!(await condition())) {
+    if (performance.now() > end) throw new Error(`condition not reached within ${ceilingMs} ms`)
+    await sleep(10)
+  }
+}
+
+/** A promise and the function that resolves it: a test waits for the moment it names. */
+export function signal(): { reached: Promise<void>; reach: () => void } {
+  let reach!: () => void
+  const reached = new Promise<void>((r) => (reach = r))
+  return { reached, reach }
+}
+
 /** A pool whose every query is recorded, to prove a call made no server round trip. */
 export function countingPool(pool: pg.Pool): { db: { query: pg.Pool['query'] }; count: () => number } {
   let n = 0

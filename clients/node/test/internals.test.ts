@@ -16,7 +16,7 @@ import {
   SandboxPersistError,
   translateError,
 } from '../src/index.js'
-import { makePool, rejection, reset, rows, sleep } from './helpers.js'
+import { makePool, rejection, reset, rows, sleep, until } from './helpers.js'
 
 const pool = makePool()
 
@@ -118,7 +118,7 @@ describe('shared listener', () => {
     await sleep(100)
     let release!: () => void
     const holding = a.withLock('listener-k2', () => new Promise<void>((r) => (release = r)))
-    await sleep(100)
+    await until(() => (release as unknown) !== undefined) // a has the lock
     const waiting = b.withLock('listener-k2', async () => 'got it')
     await sleep(300)
     release()

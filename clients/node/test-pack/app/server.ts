@@ -116,8 +116,11 @@ const text = [...body.matchAll(/^data: (.*)$/gm)]
 if (text !== WORDS.join('')) fail(`streamed text was ${JSON.stringify(text)}`)
 // the SSE ids are the adapter's resume tokens: v2.<run tag>.<seq>.<digest>
 if (!/^id: v2\.[0-9a-f]{12}\.[1-9][0-9]*\.[0-9a-f]{16}$/m.test(body)) fail('events carry no durable offsets')
+// The transcript is saved once the stream has ended: wait for it (the 30 s
+// ceiling only turns a hang into a failure; a busy machine needs far less).
 let transcript = await persistence.stores.messages.loadThread(threadId)
-for (let i = 0; i < 50 && transcript.length < 2; i++) {
+const savedBy = Date.now() + 30_000
+while (transcript.length < 2 && Date.now() < savedBy) {
   await new Promise((r) => setTimeout(r, 20))
   transcript = await persistence.stores.messages.loadThread(threadId)
 }

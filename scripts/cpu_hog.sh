@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sourced by scripts/test.sh and scripts/torture.sh: deliberate CPU contention.
+# Sourced by scripts/test.sh and scripts/torture.sh: deliberate CPU contention,
+# and the one EXIT trap of those scripts (run_guard_start).
 # SANDBOX_PERSIST_CPU_HOG=N starts N busy processes for the whole run, so a
 # suite that passes only when the machine is idle (a sleep standing in for an
 # event, a margin smaller than a descheduled process needs) fails here rather
@@ -36,4 +37,25 @@ cpu_hog_stop() {
     wait "${cpu_hog_pids[@]}" 2>/dev/null || true
     echo "cpu hog: ${#cpu_hog_pids[@]} busy process(es) stopped"
     cpu_hog_pids=()
+}
+
+# The caller sets stop_cluster=1 once it has started the throwaway cluster.
+stop_cluster=""
+
+# run_guard_on_exit: the EXIT trap: stop the hogs, and the cluster when asked.
+run_guard_on_exit() {
+    # A second INT or TERM (make passes one on to its child after the one the
+    # process group got) must not cut the clean-up short.
+    trap '' INT TERM
+    cpu_hog_stop
+    [ -z "$stop_cluster" ] || bash "$ROOT/scripts/cluster.sh" stop
+}
+
+# run_guard_start: install the EXIT trap (INT and TERM exit through it), then
+# start the hogs.
+run_guard_start() {
+    trap run_guard_on_exit EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    cpu_hog_start
 }

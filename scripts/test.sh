@@ -25,22 +25,12 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 SUITES=" ${SANDBOX_PERSIST_SUITES:-regress pgtap node backup upgrade fuzz torture ha broken_build stands_alone vocabulary file_cycles shards timeline_loss monitoring pitr conformance dist cron_unreachable} "
 
-# One EXIT trap for everything this script starts; INT and TERM end the script
-# through it too.
-stop_cluster=""
-on_exit() {
-    # A second INT or TERM (make passes one on to its child after the one the
-    # process group got) must not cut the clean-up short.
-    trap '' INT TERM
-    cpu_hog_stop
-    [ -z "$stop_cluster" ] || bash "$ROOT/scripts/cluster.sh" stop
-}
-trap on_exit EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+# One EXIT trap for everything this script starts (the hogs of
+# SANDBOX_PERSIST_CPU_HOG, the cluster once stop_cluster is set); INT and TERM
+# end the script through it too.
 # shellcheck disable=SC1091
 . scripts/cpu_hog.sh
-cpu_hog_start || exit 2
+run_guard_start || exit 2
 
 if [ -n "${SANDBOX_PERSIST_USE_CLUSTER:-}" ]; then
     export PGHOST PGPORT PGUSER PGDATABASE

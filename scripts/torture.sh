@@ -10,21 +10,12 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 
-# SANDBOX_PERSIST_CPU_HOG=N: N busy processes for the whole run (scripts/cpu_hog.sh).
-stop_cluster=""
-on_exit() {
-    # A second INT or TERM (make passes one on to its child after the one the
-    # process group got) must not cut the clean-up short.
-    trap '' INT TERM
-    cpu_hog_stop
-    [ -z "$stop_cluster" ] || bash "$ROOT/scripts/cluster.sh" stop
-}
-trap on_exit EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+# One EXIT trap for everything this script starts (the hogs of
+# SANDBOX_PERSIST_CPU_HOG, the cluster once stop_cluster is set); INT and TERM
+# end the script through it too.
 # shellcheck disable=SC1091
 . scripts/cpu_hog.sh
-cpu_hog_start || exit 2
+run_guard_start || exit 2
 
 bash scripts/setup.sh || { echo "set-up failed: no suite was run" >&2; exit 1; }
 stop_cluster=1

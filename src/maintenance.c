@@ -128,15 +128,19 @@ static SpQuery maint_close_logs = {
  * appending happen under the log row lock, as an append does. last_append_at
  * keeps the producer's last append (the watchdog's invisible_run reads it).
  */
+/* The logs A10 ends, picked and locked (both texts below; $1-$3 as there). */
+#define MAINT_LOST_LOGS_PICK \
+	"  WHERE l.closed_at IS NULL AND l.last_append_at < $1" \
+	"    AND NOT EXISTS (SELECT 1 FROM sandbox_persist.runs r" \
+	"                    WHERE r.run_id = l.run_id AND r.status <> " SP_SQL_RUN_RUNNING ")" \
+	"    AND NOT EXISTS (SELECT 1 FROM sandbox_persist.locks k" \
+	"                    WHERE k.lock_key = " SP_SQL_Q(SP_LOCK_RUN_DRIVER_PREFIX) " || l.run_id" \
+	"                      AND k.expires_at > $3)" \
+	"  ORDER BY l.log_id LIMIT $2 FOR UPDATE OF l SKIP LOCKED),"
+
 static SpQuery maint_lost_logs = {
 	"WITH c AS (SELECT l.log_id, l.run_id, l.tail_seq FROM sandbox_persist.event_logs l"
-	"  WHERE l.closed_at IS NULL AND l.last_append_at < $1"
-	"    AND NOT EXISTS (SELECT 1 FROM sandbox_persist.runs r"
-	"                    WHERE r.run_id = l.run_id AND r.status <> " SP_SQL_RUN_RUNNING ")"
-	"    AND NOT EXISTS (SELECT 1 FROM sandbox_persist.locks k"
-	"                    WHERE k.lock_key = " SP_SQL_Q(SP_LOCK_RUN_DRIVER_PREFIX) " || l.run_id"
-	"                      AND k.expires_at > $3)"
-	"  ORDER BY l.log_id LIMIT $2 FOR UPDATE OF l SKIP LOCKED),"
+	MAINT_LOST_LOGS_PICK
 	" e AS (INSERT INTO sandbox_persist.event_log_entries (log_id, seq, chunk)"
 	"  SELECT c.log_id, c.tail_seq + 1, pg_catalog.json_build_object('type', " SP_SQL_Q(SP_CHUNK_RUN_ERROR) ","
 	"    'runId', c.run_id, 'timestamp', $3, 'message', $4, 'code', " SP_SQL_Q(SP_PRODUCER_LOST_CODE) ","
@@ -150,13 +154,7 @@ static SpQuery maint_lost_logs = {
 /* The same for the 0.4.0 schema: the terminal chunk continues the log's running digest. */
 static SpQuery maint_lost_logs_digest = {
 	"WITH c AS (SELECT l.log_id, l.run_id, l.tail_seq, l.tail_digest FROM sandbox_persist.event_logs l"
-	"  WHERE l.closed_at IS NULL AND l.last_append_at < $1"
-	"    AND NOT EXISTS (SELECT 1 FROM sandbox_persist.runs r"
-	"                    WHERE r.run_id = l.run_id AND r.status <> " SP_SQL_RUN_RUNNING ")"
-	"    AND NOT EXISTS (SELECT 1 FROM sandbox_persist.locks k"
-	"                    WHERE k.lock_key = " SP_SQL_Q(SP_LOCK_RUN_DRIVER_PREFIX) " || l.run_id"
-	"                      AND k.expires_at > $3)"
-	"  ORDER BY l.log_id LIMIT $2 FOR UPDATE OF l SKIP LOCKED),"
+	MAINT_LOST_LOGS_PICK
 	" k AS MATERIALIZED (SELECT c.log_id, c.tail_seq + 1 AS seq, c.tail_digest,"
 	"  pg_catalog.json_build_object('type', " SP_SQL_Q(SP_CHUNK_RUN_ERROR) ","
 	"    'runId', c.run_id, 'timestamp', $3, 'message', $4, 'code', " SP_SQL_Q(SP_PRODUCER_LOST_CODE) ","

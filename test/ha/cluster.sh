@@ -189,7 +189,7 @@ ha_start() {
         --listen-client-urls "http://127.0.0.1:$HA_ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$HA_ETCD_PORT" \
         --listen-peer-urls "http://127.0.0.1:$HA_ETCD_PEER" --initial-advertise-peer-urls "http://127.0.0.1:$HA_ETCD_PEER" \
         --initial-cluster "sp_ha=http://127.0.0.1:$HA_ETCD_PEER"
-    ha_poll 30 env ETCDCTL_API=3 etcdctl --endpoints="http://127.0.0.1:$HA_ETCD_PORT" endpoint health \
+    ha_poll 120 env ETCDCTL_API=3 etcdctl --endpoints="http://127.0.0.1:$HA_ETCD_PORT" endpoint health \
         || { echo "etcd did not become healthy:"; tail -20 "$HA_DIR/etcd.log"; return 1; }
     for n in "${HA_NODES[@]}"; do
         ha_node_yaml "$n" "$sync" >"$HA_DIR/$n.yml"
@@ -197,14 +197,14 @@ ha_start() {
         ha_spawn "patroni-$n" "$HA_DIR/$n.log" patroni "$HA_DIR/$n.yml"
         # the first node bootstraps; the others clone from it
         if [ "$n" = n1 ]; then
-            ha_poll 90 ha_rest n1 /primary || { echo "n1 did not bootstrap:"; tail -30 "$HA_DIR/n1.log"; return 1; }
+            ha_poll 300 ha_rest n1 /primary || { echo "n1 did not bootstrap:"; tail -30 "$HA_DIR/n1.log"; return 1; }
         fi
     done
     ha_haproxy_cfg >"$HA_DIR/haproxy.cfg"
     chown postgres: "$HA_DIR/haproxy.cfg" 2>/dev/null || true
     ha_spawn haproxy "$HA_DIR/haproxy.log" haproxy -f "$HA_DIR/haproxy.cfg" -db
     ha_wait_writable 60 || { echo "no writable primary through HAProxy"; return 1; }
-    ha_wait_replicas 120 || { echo "the standbys did not start streaming:"; tail -20 "$HA_DIR/n2.log" "$HA_DIR/n3.log"; return 1; }
+    ha_wait_replicas 300 || { echo "the standbys did not start streaming:"; tail -20 "$HA_DIR/n2.log" "$HA_DIR/n3.log"; return 1; }
 }
 
 # A write through HAProxy succeeds (a primary that accepts commits; in

@@ -25,6 +25,6 @@ case "${1:-}" in
         old=$(ha_kill_leader) && ha_pg_port "$old"
         ;;
     switchover) old=$(ha_switchover) && ha_pg_port "$old" ;;
-    settle) ha_wait_writable 120 && ha_wait_replicas 180 ;;
+    settle) ha_wait_writable 300 && ha_wait_replicas 300 ;;
     *) echo "usage: $0 kill|switchover|settle" >&2; exit 2 ;;
 esac

@@ -47,6 +47,7 @@ async function attemptQuery(
 ): Promise<pg.QueryResult> {
   if (!isPoolLike(db)) {
     phase.at = 'query'
+    await ensureCompatibleExtension(db, db)
     return db.query(text, values as unknown[])
   }
   phase.at = 'connect'
@@ -57,6 +58,8 @@ async function attemptQuery(
   const ignore = () => undefined
   client.on('error', ignore)
   try {
+    // The first call on a pool checks the extension's version on its connection.
+    await ensureCompatibleExtension(db, client)
     const result = (await client.query(text, values as unknown[])) as pg.QueryResult
     client.release()
     return result
@@ -83,11 +86,6 @@ export async function run(
   values: ReadonlyArray<unknown>,
   options: CallOptions = {},
 ): Promise<pg.QueryResult> {
-  try {
-    await ensureCompatibleExtension(db)
-  } catch (error) {
-    throw error instanceof SandboxPersistError ? error : translateError(error, options)
-  }
   let attempt = 0
   let lostAttempts = 0
   let lostSince: number | undefined
@@ -97,6 +95,8 @@ export async function run(
     try {
       return await attemptQuery(db, text, values, phase)
     } catch (error) {
+      // The installed extension does not fit this package (version.ts): final.
+      if (error instanceof SandboxPersistError) throw error
       attempt += 1
       if (isDatabaseError(error) && RETRY_SQLSTATES.has(error.code) && attempt <= MAX_RETRIES) {
         await sleep(Math.floor(5 * 2 ** attempt * (0.5 + Math.random())))

@@ -63,20 +63,22 @@ const checked = new WeakMap<object, Promise<void>>()
 
 /**
  * Check the installed extension's version once per pool or client (anything
- * with `connect`, as node-postgres' Pool and Client have). A bare `{ query }`
+ * with `connect`, as node-postgres' Pool and Client have), asking through
+ * `via`: the connection the first call took, so the check fails over like the
+ * call itself. A bare `{ query }`
  * object is the caller's own statement stream (a wrapper, a transaction's
  * client bound by hand) and gets no statement it did not ask for. No row (not
  * installed, or a PL/Proxy router, which has the functions but not the
  * extension) passes: the calls themselves report a missing extension. A failed
  * check is not remembered, so the next call asks again.
  */
-export function ensureCompatibleExtension(db: Queryable): Promise<void> {
+export function ensureCompatibleExtension(db: Queryable, via: { query(text: string): Promise<unknown> }): Promise<void> {
   if (typeof (db as { connect?: unknown }).connect !== 'function') return Promise.resolve()
   let pending = checked.get(db)
   if (pending === undefined) {
     pending = (async () => {
-      const result = await db.query(`SELECT extversion AS r FROM pg_catalog.pg_extension WHERE extname = 'sandbox_persist'`)
-      const row = result.rows[0] as { r: string } | undefined
+      const result = (await via.query(`SELECT extversion AS r FROM pg_catalog.pg_extension WHERE extname = 'sandbox_persist'`)) as { rows: Array<{ r: string }> }
+      const row = result.rows[0]
       if (row !== undefined && !isCompatible(row.r)) throw incompatibleVersionError(row.r)
     })()
     checked.set(db, pending)

@@ -1565,8 +1565,12 @@ async function pitrMain() {
   pitrExpect(relock.st === 'ok' && relock.l && relock.l.fence > m.lockTake.l.fence,
     `PT14 its key is granted again: fence ${relock.l?.fence} > ${m.lockTake.l.fence}`);
   const lockReissued = relock.l ? relock.l.fence <= m.lockTakeover.l.fence : false;
-  console.log(`  fences handed out after the target and again after the restore: writer ${writerReissued ? 'yes' : 'no'}`
-    + ` (${m.takeover.w.fence} then ${retake.w?.fence}), lock ${lockReissued ? 'yes' : 'no'} (${m.lockTakeover.l.fence} then ${relock.l?.fence})`);
+  // The restore promotes onto a new timeline, and fences carry the timeline
+  // (docs/contract/failover.md): nothing handed out in the cut-off window comes back.
+  pitrExpect(!writerReissued,
+    `PT24 the writer fence handed out after the target (${m.takeover.w.fence}) is not handed out again: ${retake.w?.fence}`);
+  pitrExpect(!lockReissued,
+    `PT25 the lock fence handed out after the target (${m.lockTakeover.l.fence}) is not handed out again: ${relock.l?.fence}`);
 
   // Event-log readers: what they saw up to the restored tail is still there;
   // a cursor past it is told so by the tail, never given other chunks quietly.

@@ -46,13 +46,16 @@ ha_poll() {
 
 # ha_spawn NAME LOG CMD...: run CMD in the background as postgres; its own pid
 # (not runuser's) goes to $HA_DIR/NAME.pid, for ha_stop.
+# It runs in $HA_DIR: the checkout may be a directory the postgres user cannot
+# enter (a clone in a mode-700 temp dir), and Patroni's initdb in a working
+# directory it cannot read never finished its bootstrap.
 ha_spawn() {
     local name=$1 log=$2
     shift 2
     if [ "$(id -u)" = 0 ]; then
-        runuser -u postgres -- sh -c 'echo $$ >"$0"; exec "$@"' "$HA_DIR/$name.pid" "$@" >"$log" 2>&1 &
+        (cd "$HA_DIR" && runuser -u postgres -- sh -c 'echo $$ >"$0"; exec "$@"' "$HA_DIR/$name.pid" "$@") >"$log" 2>&1 &
     else
-        sh -c 'echo $$ >"$0"; exec "$@"' "$HA_DIR/$name.pid" "$@" >"$log" 2>&1 &
+        (cd "$HA_DIR" && sh -c 'echo $$ >"$0"; exec "$@"' "$HA_DIR/$name.pid" "$@") >"$log" 2>&1 &
     fi
     HA_PIDS+=("$name")
     ha_poll 10 test -s "$HA_DIR/$name.pid"

@@ -327,7 +327,9 @@ HealthReadCron(MaintHealth *h, const char *recorded_user)
 		h->cron_note = "pg_cron is older than 1.3: its job table is not read";
 		return;
 	}
-	if (pg_namespace_aclcheck(ns, role, ACL_USAGE) != ACLCHECK_OK ||
+	/* has_schema_privilege: pg_namespace_aclcheck is gone in PostgreSQL 16 */
+	if (!DatumGetBool(DirectFunctionCall3(has_schema_privilege_id_id, ObjectIdGetDatum(role),
+										  ObjectIdGetDatum(ns), CStringGetTextDatum("USAGE"))) ||
 		pg_class_aclcheck(job_rel, role, ACL_SELECT) != ACLCHECK_OK ||
 		pg_class_aclcheck(runs_rel, role, ACL_SELECT) != ACLCHECK_OK)
 	{

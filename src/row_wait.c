@@ -65,7 +65,8 @@ SpExecRowWait(SpQuery *q, SpArgs *args, long tcount, const char *what)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	int			bound_ms = sp_lease_row_wait_ms;
-	bool		ours = bound_ms > 0 && (LockTimeout <= 0 || LockTimeout > bound_ms);
+	/* volatile: read again in PG_CATCH, after a longjmp */
+	volatile bool ours = bound_ms > 0 && (LockTimeout <= 0 || LockTimeout > bound_ms);
 	volatile int nest = 0;
 	volatile int n = 0;
 

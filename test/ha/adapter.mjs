@@ -352,7 +352,8 @@ async function failover(cycle, action) {
   // survived, reached again from -1 after EVENT_LOG_OFFSET_DIVERGED)
   const want = ASYNC ? (await producer.snapshot()).at(-1)?.offset : [...appended.keys()].at(-1)
   const t = Date.now()
-  const reached = () => lastOffset !== null && offsetParts(lastOffset).seq >= offsetParts(want).seq
+  const reached = () => lastOffset !== null
+    && (ASYNC ? lastOffset === want : received.get(offsetParts(want).seq) === appended.get(want))
   while (want && !reached() && Date.now() - t < 30000) await sleep(50)
   const readLag = Date.now() - t
   if (want && !reached()) violations.push(`H12 failover ${cycle}: the reader never got ${want} (it is at ${lastOffset})`)

@@ -1243,6 +1243,29 @@ const FAILOVER_PROMISES = {
 };
 const failovers = [];
 
+// Acknowledged calls lost, counted once each (failover mode): answered writes
+// whose effect the database no longer holds: checkpoints (not deletable by a
+// deleteHead that may have run), event-log appends (a chunk not at its answered
+// offset), runs, interrupts. Returns how many are newly lost since the last count.
+const lostCalls = new Set();
+async function countLostCalls(db) {
+  const before = lostCalls.size;
+  const cps = new Set((await rows(db, `SELECT checkpoint_id FROM ${T}checkpoints`)).map((r) => r.checkpoint_id));
+  const deletable = new Set(maybe('ckpt.delete_head').map((e) => e.meta.id));
+  for (const e of [...acked('ckpt.append'), ...acked('ckpt.fork')]) if (!cps.has(e.meta.id) && !deletable.has(e.meta.id)) lostCalls.add(e.i);
+  const entries = new Map((await rows(db, `SELECT l.run_id, e.seq, e.chunk::text AS chunk FROM ${T}event_log_entries e
+      JOIN ${T}event_logs l USING (log_id)`)).map((r) => [`${r.run_id}/${r.seq}`, JSON.stringify(JSON.parse(r.chunk))]));
+  for (const e of acked('event.append')) {
+    const chunks = JSON.parse(e.meta.chunks);
+    if (chunks.some((c, i) => entries.get(`${e.meta.run}/${e.meta.seqs[i]}`) !== JSON.stringify(c))) lostCalls.add(e.i);
+  }
+  const runs = new Set((await rows(db, `SELECT run_id FROM ${T}runs`)).map((r) => r.run_id));
+  for (const e of acked('run.create')) if (!runs.has(e.meta.run)) lostCalls.add(e.i);
+  const ints = new Set((await rows(db, `SELECT interrupt_id FROM ${T}interrupts`)).map((r) => r.interrupt_id));
+  for (const e of acked('interrupt.create')) if (!ints.has(e.meta.id)) lostCalls.add(e.i);
+  return lostCalls.size - before;
+}
+
 function failoverCmd(action) {
   return new Promise((resolve, reject) => {
     execFile(process.env.SP_TORTURE_FAILOVER_CMD, [action], { timeout: 300000 }, (err, stdout, stderr) => {
@@ -1346,7 +1369,7 @@ function reportFailovers(failed) {
     const by = {};
     for (const e of refused) by[e.code] = (by[e.code] || 0) + 1;
     console.log(`  ${f.cycle} ${f.action}: unavailable ${f.seconds.toFixed(2)} s, ${f.inflight} in flight, `
-      + `${f.lost} acknowledged-call violations, ${f.broken} broken promises, ${f.errors} unexpected errors, `
+      + `${f.lostNow} acknowledged calls lost (${f.lost} loss-check findings), ${f.broken} broken promises, ${f.errors} unexpected errors, `
       + `${refused.length} resumed reads refused ${JSON.stringify(by)}`);
     for (const [k, r] of Object.entries(f.fresh)) {
       const why = FAILOVER_PROMISES[k] ? `PROMISE BROKEN (${FAILOVER_PROMISES[k]}): ` : (ASYNC ? 'lost in the failover (asynchronous replication): ' : '');
@@ -1416,14 +1439,17 @@ async function main() {
       const codes = {};
       for (const e of cut) codes[e.code] = (codes[e.code] || 0) + 1;
       await checkNow(`after failover ${cycle} (${action})`);
+      const lostDb = await connect(DB);
+      const lostNow = await countLostCalls(lostDb);
+      await lostDb.end();
       const lost = Object.entries(fresh).filter(([k]) => !FAILOVER_PROMISES[k]).reduce((n, [, r]) => n + r.length, 0);
       const broken = Object.entries(fresh).filter(([k]) => FAILOVER_PROMISES[k]).reduce((n, [, r]) => n + r.length, 0);
-      failovers.push({ cycle, ...f, inflight: cut.length, codes, lost, broken, fresh,
+      failovers.push({ cycle, ...f, inflight: cut.length, codes, lost, lostNow, broken, fresh,
         errors: stats.failures.length - failuresBefore });
       console.log(`failover ${cycle} (${action === 'kill' ? 'kill -9 of the leader postmaster' : 'patronictl switchover'}):`
         + ` old leader port ${f.old}, new ${f.port}; writes unavailable ${f.seconds.toFixed(2)} s;`
         + ` ${cut.length} calls in flight (codes ${JSON.stringify(codes)}); the probe saw ${JSON.stringify(f.seen)};`
-        + ` ${lost} acknowledged-call violations, ${broken} broken failover promises`);
+        + ` ${lostNow} acknowledged calls lost (${lost} findings of the loss checks), ${broken} broken failover promises`);
       continue;
     }
     const pid = crashServer();
@@ -1479,10 +1505,12 @@ async function main() {
     const u = failovers.map((f) => f.seconds).sort((a, b) => a - b);
     const med = u.length ? (u.length % 2 ? u[(u.length - 1) / 2] : (u[u.length / 2 - 1] + u[u.length / 2]) / 2) : 0;
     const lost = failovers.reduce((n, f) => n + f.lost, 0);
+    const lostCounted = failovers.map((f) => f.lostNow);
     const broken = failovers.reduce((n, f) => n + f.broken, 0);
     console.log(`summary: torture (failover, ${ASYNC ? 'asynchronous' : 'synchronous'}): ${stats.ops} operations (${stats.acked} acknowledged), `
       + `${failovers.filter((f) => f.action === 'kill').length} kill -9 failovers + ${failovers.filter((f) => f.action === 'switchover').length} switchovers, `
-      + `unavailable median ${med.toFixed(2)} s worst ${(u[u.length - 1] ?? 0).toFixed(2)} s, ${lost} acknowledged-call violations, `
+      + `unavailable median ${med.toFixed(2)} s worst ${(u[u.length - 1] ?? 0).toFixed(2)} s, `
+      + `${lostCounted.reduce((a, b) => a + b, 0)} acknowledged calls lost (per failover: ${lostCounted.join(', ')}; ${lost} loss-check findings), `
       + `${broken} broken failover promises, ${violations} invariant violations in all`);
   } else {
     console.log(`summary: torture (${MODE}): ${stats.ops} operations (${stats.acked} acknowledged, ${stats.expected} expected errors), ${cycles} crash cycles, ${violations} invariant violations`);

@@ -1740,29 +1740,31 @@ async function pitrMain() {
     `PT25 the lock fence handed out after the target (${m.lockTakeover.l.fence}) is not handed out again: ${relock.l?.fence}`);
 
   // Event-log readers: what they saw up to the restored tail is still there;
-  // a cursor past it is told so by the tail, never given other chunks quietly.
+  // a resume token past it is refused (SP405), never given other chunks quietly.
   console.log('event-log readers:');
-  const tails = new Map((await q1(`SELECT run_id, tail_seq FROM ${T}event_logs`)).map((r) => [r.run_id, Number(r.tail_seq)]));
+  const tails = new Map((await q1(`SELECT run_id, tail_seq, lpad(to_hex(tail_digest), 16, '0') AS tail_digest FROM ${T}event_logs`))
+    .map((r) => [r.run_id, { seq: Number(r.tail_seq), digest: r.tail_digest }]));
   for (const k of [...seenChunks.keys()]) {
     const [run, seq] = [k.slice(0, k.lastIndexOf('/')), Number(k.slice(k.lastIndexOf('/') + 1))];
-    if (!(seq <= (tails.get(run) ?? 0))) seenChunks.delete(k);
+    if (!(seq <= (tails.get(run)?.seq ?? 0))) seenChunks.delete(k);
   }
   let past = 0;
   let told = 0;
   for (const cl of clients) {
     for (const [run, cursor] of Object.entries(cl.cursors)) {
-      if (cursor <= (tails.get(run) ?? 0)) continue;
+      if (cursor.seq <= (tails.get(run)?.seq ?? 0)) continue;
       past++;
       try {
-        const r = JSON.parse((await q1(`SELECT ${S}event_log_read($1, $2, 10) AS r`, [run, cursor]))[0].r);
-        if (r.tail < cursor && r.entries.length === 0) told++;
+        await q1(`SELECT ${S}event_log_read_verified($1, $2, $3, 10) AS r`, [run, cursor.seq, cursor.digest]);
       } catch (err) {
-        if (err.code) told++;   // an error with its own code tells the reader as well
+        if (err.code === 'SP405') told++;   // EVENT_LOG_OFFSET_DIVERGED: the entries it read are not here
       }
-      cl.cursors[run] = tails.get(run) ?? 0;   // the reader starts again from what the server holds
+      // the reader starts again from what the server holds
+      if (tails.has(run)) cl.cursors[run] = tails.get(run);
+      else delete cl.cursors[run];
     }
   }
-  pitrExpect(past > 0 && past === told, `PT15 readers whose cursor is past the restored tail: ${past}; each read tells them (tail below the cursor, no entries): ${told}`);
+  pitrExpect(past > 0 && past === told, `PT15 readers whose resume token is past the restored tail: ${past}; each read is refused with SP405: ${told}`);
   console.log(`  offsets read before the restore and at or below the restored tails: ${seenChunks.size} (the checker compares them with what later reads get)`);
 
   v.restored = await checkOn('on the restored cluster, the log cut at the target');

@@ -612,6 +612,14 @@ $$;
 COMMENT ON FUNCTION event_log_append(text, json, json) IS
     'Durable event log append: adds the chunks array to the log of run_id; options {producerId, producerSeq, fenceEpoch?, withDigests?} make it idempotent and fenced (SP403, SP404). Returns the sequence numbers given, or [{seq, digest}] with withDigests.';
 
+-- * Run-claim epochs carry the timeline (docs/contract/failover.md §1,
+--   cases T23, T24): run_claim sets driverEpoch to
+--   max(driverEpoch + 1, (timeline - 1) * 2^40 + 1), like a writer fence,
+--   so an epoch claimed in a window an asynchronous failover lost is never
+--   claimed again. Only the library and this description change.
+COMMENT ON FUNCTION run_claim(text) IS
+    'Claim step of withRunClaim: raises driverEpoch of an unfinished run to max(driverEpoch + 1, (timeline - 1) * 2^40 + 1) and returns {outcome: claimed, epoch, threadId}, or {outcome: unknown | terminal} with nothing changed. Call it under the run-driver:<runId> lock.';
+
 -- Sections are added above this line, one per change, each opened by a
 -- comment block that says what it changes and why.
 

@@ -33,7 +33,7 @@ EXCEPTION WHEN OTHERS THEN
     IF st = 'ZX999' THEN
         RETURN 'accepted';
     END IF;
-    RETURN st || ' ' || split_part(coalesce(det, ''), ':', 1);
+    RETURN st || ' ' || coalesce((SELECT c->>'codeName' FROM json_array_elements(sandbox_persist.error_codes()) c WHERE c->>'sqlstate' = st AND coalesce(det, '') !~ '^[A-Z][A-Z0-9_]+: '), CASE WHEN st LIKE 'SP%' THEN '<detail: ' || coalesce(det, 'none') || '>' ELSE split_part(coalesce(det, ''), ':', 1) END);
 END
 $$;
 

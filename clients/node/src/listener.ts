@@ -3,8 +3,8 @@
  * (docs/contract/README.md §6 rule 14), shared by every lock store,
  * durability adapter and maintenance helper made with that source: the same
  * `listenerClient` factory, the same `listenerConnectionString`, or, with
- * neither, the same pool (the listener then connects with node-postgres's
- * defaults, the PG* environment, as `new pg.Pool()` without settings does).
+ * neither, the default one (it connects with node-postgres's defaults, the
+ * PG* environment, as `new pg.Pool()` without settings does).
  * Only public node-postgres API is used: `new pg.Client(config)` with the
  * documented `stream` factory for the clients made here, `connect()`,
  * `query()`, `end()` and the `error`, `end` and `notification` events. The
@@ -381,16 +381,17 @@ export function connectFailureHint(error: unknown): string {
 
 /**
  * The open listeners, by source: a `listenerClient` factory, a
- * `listenerConnectionString`, or the pool given to the store. This is the
- * module's only state; `closeSharedListeners()` empties it.
+ * `listenerConnectionString`, or the default (node-postgres's defaults, the
+ * PG* environment). This is the module's only state; `closeSharedListeners()`
+ * empties it.
  */
 const byFactory = new WeakMap<() => pg.Client, SharedListener>()
 const byConnectionString = new Map<string, SharedListener>()
-const byPool = new WeakMap<object, SharedListener>()
+let byDefault: SharedListener | undefined
 const open = new Set<SharedListener>()
 
-/** Where a listener for `pool` and `options` lives, and how it connects. */
-function listenerSource(pool: unknown, options: ListenerOptions): {
+/** Where the listener for `options` lives, and how it connects. */
+function listenerSource(options: ListenerOptions): {
   get: () => SharedListener | undefined
   set: (l: SharedListener) => void
   forget: (l: SharedListener) => void
@@ -414,23 +415,24 @@ function listenerSource(pool: unknown, options: ListenerOptions): {
       factory: () => ownClient({ connectionString }),
     }
   }
-  // Neither: node-postgres's own defaults (the PG* environment), one listener per pool.
-  const key = typeof pool === 'object' && pool !== null ? pool : byPool
+  // Neither: node-postgres's own defaults (the PG* environment), the same
+  // connection whichever pool the store was given, so one listener for all.
   return {
-    get: () => byPool.get(key),
-    set: (l) => void byPool.set(key, l),
-    forget: (l) => void (byPool.get(key) === l && byPool.delete(key)),
+    get: () => byDefault,
+    set: (l) => void (byDefault = l),
+    forget: (l) => void (byDefault === l && (byDefault = undefined)),
     factory: () => ownClient({}),
   }
 }
 
 /**
  * The shared listener for `options` (its `listenerClient`, or its
- * `listenerConnectionString`), or, with neither, for `pool`: stores made with
- * the same source share one LISTEN connection.
+ * `listenerConnectionString`, or with neither the default one): stores made
+ * with the same source share one LISTEN connection. `pool` is only where the
+ * delivery check sends its NOTIFY (`acquireListener`); nothing is read from it.
  */
-export function sharedListener(pool: unknown, options: ListenerOptions = {}): SharedListener {
-  const source = listenerSource(pool, options)
+export function sharedListener(_pool: unknown, options: ListenerOptions = {}): SharedListener {
+  const source = listenerSource(options)
   let listener = source.get()
   if (listener === undefined) {
     const created = new SharedListener(source.factory, (l) => {
@@ -469,6 +471,7 @@ export async function closeSharedListeners(): Promise<void> {
   const all = [...open]
   open.clear()
   byConnectionString.clear()
+  byDefault = undefined
   for (const l of all) l.forgetEverywhere()
   await Promise.all(all.map((l) => l.close()))
 }

@@ -5,7 +5,7 @@
  * exports its `SandboxCheckpoint*Error` classes, the checkpoint store's errors
  * are instances of those too (here a stand-in package with upstream's names
  * and shapes, test/fixtures/ai-sandbox-errors-standin, since the real one is
- * not published). Cases E40-E45 (docs/contract/README.md §4.3).
+ * not published). Cases ER1-ER6 (docs/contract/README.md §4.4).
  */
 import { execFile } from 'node:child_process'
 import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs'
@@ -56,7 +56,7 @@ afterAll(async () => {
 })
 
 describe('one error family', () => {
-  it('E40 every error class derives from SandboxPersistError, with the five fields enumerable', () => {
+  it('ER1 every error class derives from SandboxPersistError, with the five fields enumerable', () => {
     const samples: Error[] = [
       translateError(pgError('SP001', 'stale', 'Expected head "1".')) as Error,
       translateError(pgError('SP102', 'x', 'Interrupt batch references missing id: a.')) as Error,
@@ -89,7 +89,7 @@ describe('one error family', () => {
     expect(samples[5]).not.toBeInstanceOf(SandboxCheckpointError)
   })
 
-  it('E41 the fields survive JSON and carry the server detail, hint and driver error', () => {
+  it('ER2 the fields survive JSON and carry the server detail, hint and driver error', () => {
     const driver = Object.assign(pgError('SP006', 'writer lost', 'The lease of thread "t" was taken over.'), {
       hint: 'Acquire again.',
     })
@@ -108,7 +108,7 @@ describe('one error family', () => {
     expect(fromTable.hint).toBe(SP_ERRORS.SP006.hint)
   })
 
-  it('E42 the 0.3 constructor form of SandboxPersistError still works', () => {
+  it('ER3 the 0.3 constructor form of SandboxPersistError still works', () => {
     const cause = new Error('driver')
     const error = new SandboxPersistError('BLOB_UPLOAD_NOT_FOUND', 'gone', 'SP302', 'No upload.', { cause })
     expect(error).toMatchObject({ code: 'BLOB_UPLOAD_NOT_FOUND', sqlstate: 'SP302', detail: 'No upload.', cause })
@@ -118,7 +118,7 @@ describe('one error family', () => {
 })
 
 describe('interop with @tanstack/ai-sandbox error classes', () => {
-  it('E43 with the classes loaded, translated and local checkpoint errors are instances of upstream classes too', () => {
+  it('ER4 with the classes loaded, translated and local checkpoint errors are instances of upstream classes too', () => {
     useUpstreamErrors(standin as unknown as Record<string, unknown>)
     const lost = translateError(pgError('SP006', 'lost', 'Lost.'))
     expect(lost).toBeInstanceOf(standin.SandboxCheckpointWriterLostError)
@@ -142,7 +142,7 @@ describe('interop with @tanstack/ai-sandbox error classes', () => {
     expect(translateError(pgError('SP006', 'lost', 'Lost.'))).not.toBeInstanceOf(standin.SandboxCheckpointWriterLostError)
   })
 
-  it('E44 the checkpoint store: a writer conflict from the server is upstream\'s SandboxCheckpointWriterConflictError', async () => {
+  it('ER5 the checkpoint store: a writer conflict from the server is upstream\'s SandboxCheckpointWriterConflictError', async () => {
     useUpstreamErrors(standin as unknown as Record<string, unknown>)
     const store = postgresCheckpoints(pool)
     const first = await store.acquireWriter('interop-thread')
@@ -158,7 +158,7 @@ describe('interop with @tanstack/ai-sandbox error classes', () => {
     }
   })
 
-  it('E45 the built package finds an installed @tanstack/ai-sandbox by a dynamic import, and works without one', async () => {
+  it('ER6 the built package finds an installed @tanstack/ai-sandbox by a dynamic import, and works without one', async () => {
     const root = mkdtempSync(join(tmpdir(), 'sp-interop-'))
     try {
       const dist = fileURLToPath(new URL('../dist/', import.meta.url))

@@ -18,7 +18,7 @@ SELECT sandbox_persist._reset_for_tests();
 CREATE TEMP TABLE w (name text PRIMARY KEY, writer json NOT NULL);
 
 -- 'SQLSTATE CODE_NAME' of the error a statement raises ('no error' if none).
--- The code name is the part of errdetail before the first colon.
+-- The code name is the one error_codes() gives the SQLSTATE (errdetail must not start with it).
 CREATE FUNCTION pg_temp.sp(sql text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     st text; det text;

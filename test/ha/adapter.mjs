@@ -98,8 +98,11 @@ async function setup() {
 const pool = new pg.Pool({ database: DB, max: 12, connectionTimeoutMillis: 2000 })
 pool.on('error', () => {})
 const checkpoints = sp.postgresCheckpoints(pool, { leaseDurationMs: 60000, renewAfterMs: 20000 })
-const locks = sp.postgresLocks(pool, { ttlMs: 20000, renewEveryMs: 3000, maxPollMs: LOCK_MAX_POLL_MS, logger })
-const durability = sp.postgresDurability(pool, { fallbackPollMs: READ_POLL_MS, logger })
+// The LISTEN connection goes where the pool goes (HAProxy's primary port, the
+// suite's database): the adapter does not read the pool's settings.
+const listenerClient = () => new pg.Client({ database: DB, connectionTimeoutMillis: 2000 })
+const locks = sp.postgresLocks(pool, { ttlMs: 20000, renewEveryMs: 3000, maxPollMs: LOCK_MAX_POLL_MS, logger, listenerClient })
+const durability = sp.postgresDurability(pool, { fallbackPollMs: READ_POLL_MS, logger, listenerClient })
 
 // --- the checkpoint writer ------------------------------------------------
 // After an asynchronous failover lost the lease's grant, the old lease row may

@@ -33,7 +33,7 @@ export {
 } from './durability.js'
 export { sseHeartbeats, DEFAULT_HEARTBEAT_MS, type SseHeartbeatOptions } from './heartbeat.js'
 export { postgresMaintenance, type PostgresMaintenance, type ReaperWakeup, type MaintenanceHealth } from './maintenance.js'
-export { closeSharedListeners, type ListenerOptions } from './listener.js'
+export { closeSharedListeners, sharedListenerCount, type ListenerOptions } from './listener.js'
 export {
   DIAGNOSTICS_CHANNEL,
   type SandboxPersistEvent,
@@ -52,6 +52,9 @@ export {
   SandboxCheckpointInvalidEntryError,
   SandboxPersistError,
   SandboxPersistSetupError,
+  SandboxPersistInputError,
+  SandboxPersistRangeError,
+  InterruptBatchError,
   EventLogOffsetDivergedError,
   LockAcquireTimeoutError,
   LockLostError,
@@ -61,7 +64,9 @@ export {
   type SandboxCheckpointErrorCode,
   type SandboxPersistErrorCode,
   type SandboxPersistSetupErrorCode,
+  type SandboxPersistErrorFields,
 } from './errors.js'
+export { SP_ERRORS, type SpSqlState, type SpCodeName } from './error_codes.js'
 export {
   SandboxPersistConnectionError,
   FAILOVER_RETRY_MS,

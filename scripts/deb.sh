@@ -21,7 +21,8 @@
 # built in a copy under that directory: dpkg-buildpackage writes next to its
 # tree's parent.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# The tree to package (a chroot build runs this script from outside the staged tree).
+ROOT=${SANDBOX_PERSIST_DEB_TREE:-$(cd "$(dirname "$0")/.." && pwd)}
 OUT=${SANDBOX_PERSIST_DEB_OUT:-$ROOT/dist/deb}
 ref=${1:-}
 SUITES=${SANDBOX_PERSIST_DEB_SUITES:-17:trixie 18:sid}
@@ -73,11 +74,13 @@ build_in_chroot() {
     # The tree this build is of (REF's, with today's debian/), staged here: the
     # chroot has no git history; inside, deb.sh builds that plain directory.
     stage_tree "$dir$BUILD_IN"
+    # This script from today's tree: REF's tree may predate it.
+    cp "$ROOT/scripts/deb.sh" "$dir/build/deb.sh"
     echo "deb: PostgreSQL $major in the $suite chroot ($dir)"
     chroot "$dir" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb DEBIAN_FRONTEND=noninteractive \
         PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
         SANDBOX_PERSIST_DEB_IN_CHROOT=1 PG_MAJORS="$major" SANDBOX_PERSIST_DEB_OUT=/build/out \
-        bash -c "cd $BUILD_IN && bash scripts/deb.sh" || rc=$?
+        SANDBOX_PERSIST_DEB_TREE=$BUILD_IN bash /build/deb.sh || rc=$?
     umount_chroots
     [ "$rc" = 0 ] || return "$rc"
     mkdir -p "$OUT"

@@ -188,6 +188,8 @@ SQL
     else
         grep -E '^(not ok|Bail|#   )|Failed|ERROR|psql:|syntax' "$out/conf-fresh-$M" | head -n 40; fail "PK4 $tag conformance against a fresh database"
     fi
+    # What each run left out, and why (scripts/conformance.sh says it per file).
+    grep -h ' skipped: ' "$out/conf-upgraded-$M" "$out/conf-fresh-$M" 2>/dev/null | sort | uniq -c | sed 's/^/  /'
     stop_work
 
     sizes=$(for f in "$old_deb" "$new_deb"; do printf '%s %s bytes; ' "$(basename "$f")" "$(stat -c %s "$f")"; done)

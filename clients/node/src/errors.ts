@@ -36,6 +36,10 @@ export type SandboxPersistSetupErrorCode =
   | 'SERVER_FILES_MISSING'
   /** No SQLSTATE: the installed extension's version does not fit this adapter's (version.ts). */
   | 'EXTENSION_VERSION_INCOMPATIBLE'
+  /** No SQLSTATE: an optional peer package a function builds on is not installed (`SandboxPersistPeerError`). */
+  | 'PEER_NOT_INSTALLED'
+  /** No SQLSTATE: the installed optional peer lacks the export a function builds on (`SandboxPersistPeerError`). */
+  | 'PEER_EXPORT_MISSING'
 
 /** Every code a `SandboxPersistError` can carry. */
 export type SandboxPersistErrorCode =
@@ -466,6 +470,32 @@ export interface ErrorContext {
   detailIsMessage?: ReadonlyArray<string>
   /** SQLSTATEs reported as `RangeError` in this call besides 22003/54000. */
   rangeErrors?: ReadonlyArray<string>
+}
+
+/**
+ * An optional peer package that a function loads when it is called is missing,
+ * or lacks the export the function builds on (`postgresSandboxSnapshots` and
+ * `@tanstack/ai-sandbox`'s `createSandboxSnapshots`). Nothing was changed.
+ */
+export class SandboxPersistPeerError extends SandboxPersistSetupError {
+  declare readonly code: 'PEER_NOT_INSTALLED' | 'PEER_EXPORT_MISSING'
+  /** The package, e.g. `@tanstack/ai-sandbox`. */
+  readonly peer: string
+  /** The export that is missing (`PEER_EXPORT_MISSING`), or the one that was wanted. */
+  readonly missingExport: string
+  constructor(
+    code: 'PEER_NOT_INSTALLED' | 'PEER_EXPORT_MISSING',
+    peer: string,
+    missingExport: string,
+    message: string,
+    hint: string,
+    options?: ErrorOptions,
+  ) {
+    super(code, message, hint, undefined, options)
+    this.name = 'SandboxPersistPeerError'
+    this.peer = peer
+    this.missingExport = missingExport
+  }
 }
 
 /** A set-up failure (the database is not ready for this package), or null. */

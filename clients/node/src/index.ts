@@ -5,6 +5,8 @@
  *                                    generationRuns, artifacts, blobs
  *   postgresSandboxInstances(pool)   sandbox instance store
  *   postgresCheckpoints(pool, opts)  fork-capable checkpoint store with writer leases
+ *   postgresSandboxSnapshots(pool, opts)  persistence + checkpoints + save/fork/readArtifact,
+ *                                    built by @tanstack/ai-sandbox's createSandboxSnapshots
  *   postgresLocks(pool, opts)        LockStore (lease table, LISTEN/NOTIFY wake-ups)
  *   postgresDurability(pool, opts)   StreamDurability factory over the event log
  *   sseHeartbeats(response, opts)    SSE comment heartbeats for idle streams
@@ -21,6 +23,11 @@ export {
 } from './persistence.js'
 export { postgresBlobStore, type PostgresBlobStoreOptions } from './blobs.js'
 export { postgresSandboxInstances, postgresCheckpoints, type PostgresCheckpointOptions } from './sandbox.js'
+export {
+  postgresSandboxSnapshots,
+  type PostgresSandboxSnapshots,
+  type PostgresSandboxSnapshotsOptions,
+} from './snapshots.js'
 export { postgresLocks, type PostgresLockOptions, type PostgresLockStore, type WithLockOptions } from './locks.js'
 export {
   postgresDurability,
@@ -55,6 +62,7 @@ export {
   SandboxPersistInputError,
   SandboxPersistRangeError,
   InterruptBatchError,
+  SandboxPersistPeerError,
   EventLogOffsetDivergedError,
   LockAcquireTimeoutError,
   LockLostError,

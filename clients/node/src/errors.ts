@@ -21,6 +21,8 @@ export type SandboxCheckpointErrorCode =
   | 'SANDBOX_SNAPSHOT_FORK_DESTINATION_NOT_EMPTY'
   /** SP015 (ours): a cross-shard import names a blob the destination shard does not hold. */
   | 'SANDBOX_SNAPSHOT_FORK_BLOB_MISSING'
+  /** SP016 (ours): a delta append's claim about the parent's conversation is false; the adapter resends the whole conversation. */
+  | 'SANDBOX_SNAPSHOT_PREFIX_MISMATCH'
 
 export class SandboxCheckpointError extends Error {
   readonly code: SandboxCheckpointErrorCode
@@ -269,6 +271,7 @@ const SP_CODES: Record<string, SandboxCheckpointErrorCode | SandboxPersistErrorC
   SP013: 'SANDBOX_SNAPSHOT_ATOMIC_FORK_REQUIRED',
   SP014: 'SANDBOX_THREAD_MOVING',
   SP015: 'SANDBOX_SNAPSHOT_FORK_BLOB_MISSING',
+  SP016: 'SANDBOX_SNAPSHOT_PREFIX_MISMATCH',
   SP101: 'INTERRUPT_BATCH_DUPLICATE_ID',
   SP102: 'INTERRUPT_BATCH_MISSING_ID',
   SP103: 'INTERRUPT_BATCH_NON_PENDING_ID',

@@ -29,7 +29,7 @@ import { AIMessage, HumanMessage } from '@langchain/core/messages'
 const { postgresCheckpoints } = await import(process.env.ADAPTER)
 const KS = (process.env.KS ?? '10 100 1000').trim().split(/\s+/).map(Number)
 const MAXK = Math.max(...KS)
-const WINDOW = 9
+const WINDOW = 15
 const LOADS = 7
 const sync = process.env.BENCH_SYNC ?? 'off'
 const options = `-c synchronous_commit=${sync} -c statement_timeout=600s`

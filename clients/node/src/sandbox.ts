@@ -180,7 +180,7 @@ export function postgresCheckpoints(
       return texts
     }
     if (last.texts === undefined) return undefined
-    const texts = messages.map(messageText)
+    const texts = Array.from(messages, messageText)
     for (let i = 0; i < last.len; i++) if (texts[i] !== last.texts[i]) return undefined
     return texts
   }
@@ -282,7 +282,7 @@ export function postgresCheckpoints(
           }
         }
       }
-      texts ??= messages.map(messageText)
+      texts ??= Array.from(messages, messageText)
       if (typeof threadId === 'string') lastAppends.delete(threadId)
       const result = await value<{ headId: string }>(db, `SELECT ${SP}.checkpoint_append($1::json, $2::json, $3::bigint) AS r`, [
         json(payload),

@@ -158,4 +158,15 @@ describe('delta appends', () => {
     expect(await store.getHead('t')).toBe('c2')
     expect((await store.list('t')).length).toBe(2)
   })
+
+  it('CD13 holes and undefined messages are sent as null, as JSON.stringify of the array sends them', async () => {
+    const store = postgresCheckpoints(pool)
+    const w = await store.acquireWriter('t')
+    // eslint-disable-next-line no-sparse-arrays
+    const conv: unknown[] = [message(0), , undefined, message(3)]
+    await store.append({ checkpoint: checkpoint('c1', null, 't', conv), expectedHeadId: null, writer: w })
+    expect((await store.get('c1'))?.conversation).toEqual([message(0), null, null, message(3)])
+    await store.append({ checkpoint: checkpoint('c2', 'c1', 't', [...conv, undefined]), expectedHeadId: 'c1', writer: w })
+    expect((await store.get('c2'))?.conversation).toEqual([message(0), null, null, message(3), null])
+  })
 })

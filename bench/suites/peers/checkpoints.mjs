@@ -11,7 +11,9 @@
 // channel writes it: putWrites of the turn's two messages against the current
 // checkpoint, then put of the new checkpoint whose channel_values hold the
 // full message list (LangChain HumanMessage/AIMessage objects). The four
-// systems take their turn in rotating order, so they share the load.
+// systems take their turn in rotating order, so they share the load, and
+// each timed call starts after a full garbage collection (node --expose-gc),
+// so no system pays for the garbage another one left in this process.
 //
 // At each K in KS: append ms (median of the last turns up to K), latest
 // checkpoint load ms (median of LOADS reads: ours get(head), LangGraph
@@ -127,7 +129,10 @@ for (let turn = 1; turn <= MAXK; turn++) {
   const user = { role: 'user', content: text(turn, 'user') }
   const assistant = { role: 'assistant', content: text(turn, 'assistant') }
   const systems = [...MODES.map((m) => () => oursTurn(ours[m], turn, user, assistant)), () => langgraphTurn(turn, user, assistant)]
-  for (let j = 0; j < systems.length; j++) await systems[(turn + j) % systems.length]()
+  for (let j = 0; j < systems.length; j++) {
+    globalThis.gc?.()
+    await systems[(turn + j) % systems.length]()
+  }
   if (!KS.includes(turn)) continue
   const w = Math.min(WINDOW, Math.max(5, Math.floor(turn / 2)), turn)
   const last = (xs) => xs.slice(-w)

@@ -166,7 +166,7 @@ for (let turn = 1; turn <= MAXK; turn++) {
 }
 
 // ------------------------------------------------------------- the lines
-const S = 'peers: checkpoints against LangGraph PostgresSaver'
+const S = 'peers: checkpoints against LangGraph PostgresSaver, synchronous_commit on'
 const LG = 'LangGraph put'
 const LGW = 'LangGraph putWrites + put'
 const label = { identity: "deltaAppends 'identity'", verified: "deltaAppends 'verified'", off: "deltaAppends 'off' (whole)" }
@@ -186,8 +186,8 @@ for (const m of MODES) {
   out('row', S, `append at K = ${lastR.K} / at K = ${first.K}, ${label[m]}`, 'growth', ratio(lastR[`append_${m}`], first[`append_${m}`]),
     LG, ratio(lastR.lg_put, first.lg_put), ratio(ratio(lastR[`append_${m}`], first[`append_${m}`]), ratio(lastR.lg_put, first.lg_put)), 'lower')
 }
-out('plot', 'peers_append', 'Checkpoint append against turns K (through the Node adapter; LangGraph PostgresSaver)', 'turns K', 'ms per append (median)', '1')
-out('plot', 'peers_storage', 'Stored bytes against turns K (two ~1 KB messages a turn, one checkpoint a turn)', 'turns K', 'MB stored (tables, indexes, TOAST)', '1')
+out('plot', 'peers_append', 'Checkpoint append against turns K, ours (Node adapter) and LangGraph, sync on', 'turns K', 'ms per append (median)', '1')
+out('plot', 'peers_storage', 'Stored bytes against turns K (two ~1 KB messages, one checkpoint a turn)', 'turns K', 'MB stored (tables, indexes, TOAST)', '1')
 for (const r of results) {
   for (const m of MODES) out('series', 'peers_append', `ours, ${label[m]}`, String(r.K), f3(r[`append_${m}`]))
   out('series', 'peers_append', LG, String(r.K), f3(r.lg_put))

@@ -2,7 +2,8 @@
  * checkpoints.c
  *
  * The checkpoint store (docs/contract/checkpoint-store.md §1-§6): append with
- * the contract's exact check order, deleteHead, get, list, getHead and
+ * the contract's exact check order (whole, or as a delta: the new messages
+ * and a claim about the parent's, §3.1), deleteHead, get, list, getHead and
  * listBlobReferences, and the checkpoint record every reader builds. Each
  * function that touches a conversation exists for both storage layouts
  * (CkptLayout): the original symbol for a database not yet updated past

@@ -635,6 +635,44 @@ CREATE FUNCTION error_codes() RETURNS json
 COMMENT ON FUNCTION error_codes() IS
     'The error table of src/errors.h: a json array of {sqlstate, codeName, hint}, one entry per class-SP SQLSTATE with its contract code name and the hint its errors carry (null when only the input can be fixed).';
 
+-- Delta appends (issue 22, item 1). checkpoint_append_delta takes only the
+-- messages after the parent's conversation, with a claim about that prefix
+-- (its length and digest); the claim is checked against the parent's stored
+-- conv_len and conv_digest and a false one is SP016
+-- (SANDBOX_SNAPSHOT_PREFIX_MISMATCH), nothing written. To extend a digest by
+-- the tail alone, conv_digest becomes a chain over the message hashes:
+-- d0 = sha256(''), di = sha256(d(i-1) || sha256(mi)) (it was
+-- sha256(sha256(m1) || ... || sha256(mN))). The digests of existing
+-- checkpoints are recomputed here, by the same chain the library uses.
+DO $$
+DECLARE
+    c record;
+    h bytea;
+    d bytea;
+BEGIN
+    FOR c IN SELECT checkpoint_id, thread_id, conv_ranges FROM checkpoints LOOP
+        d := pg_catalog.sha256(''::bytea);
+        FOR h IN SELECT m.hash
+                   FROM unnest(c.conv_ranges) AS r(rg)
+                   JOIN conversation_log l ON l.thread_id = c.thread_id
+                    AND l.pos >= lower(r.rg) AND l.pos < upper(r.rg)
+                   JOIN conversation_messages m ON m.message_id = l.message_id
+                  ORDER BY l.pos LOOP
+            d := pg_catalog.sha256(d || h);
+        END LOOP;
+        UPDATE checkpoints SET conv_digest = d WHERE checkpoint_id = c.checkpoint_id;
+    END LOOP;
+END
+$$;
+
+CREATE FUNCTION checkpoint_append_delta(input json, tail json, prefix_len bigint,
+                                        prefix_digest bytea, now_ms bigint DEFAULT NULL)
+    RETURNS json
+    AS 'MODULE_PATHNAME', 'checkpoint_append_delta' LANGUAGE C VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION checkpoint_append_delta(json, json, bigint, bytea, bigint) IS
+    'Checkpoint append shipping only the new messages: the conversation is the parent''s first prefix_len messages (their digest prefix_digest, checked against the parent: SP016 SANDBOX_SNAPSHOT_PREFIX_MISMATCH when false, nothing written) followed by tail; otherwise checkpoint_append.';
+
 -- Sections are added above this line, one per change, each opened by a
 -- comment block that says what it changes and why.
 

@@ -2,7 +2,8 @@
  * checkpoints.c
  *
  * The checkpoint store (docs/contract/checkpoint-store.md §1-§6): append with
- * the contract's exact check order, deleteHead, get, list, getHead and
+ * the contract's exact check order (whole, or as a delta: the new messages
+ * and a claim about the parent's, §3.1), deleteHead, get, list, getHead and
  * listBlobReferences, and the checkpoint record every reader builds. Each
  * function that touches a conversation exists for both storage layouts
  * (CkptLayout): the original symbol for a database not yet updated past
@@ -29,6 +30,7 @@
 
 PG_FUNCTION_INFO_V1(checkpoint_append);
 PG_FUNCTION_INFO_V1(checkpoint_append_v3);
+PG_FUNCTION_INFO_V1(checkpoint_append_delta);
 PG_FUNCTION_INFO_V1(checkpoint_delete_head);
 PG_FUNCTION_INFO_V1(checkpoint_delete_head_v3);
 PG_FUNCTION_INFO_V1(checkpoint_get);
@@ -326,14 +328,23 @@ CkptRequireWriterThread(const char *writer_thread, const char *thread_id)
 				 "The writer belongs to thread \"%s\", not \"%s\".", writer_thread, thread_id);
 }
 
+/* Arguments of checkpoint_append_delta after input and tail. */
+#define CKPT_DELTA_ARG_PREFIX_LEN		2
+#define CKPT_DELTA_ARG_PREFIX_DIGEST	3
+#define CKPT_DELTA_ARG_NOW				4
+#define CKPT_WHOLE_ARG_NOW				2
+
 /*
  * checkpoint_append(input json, conversation json, now_ms bigint) -> json
  * {headId}. input = {checkpoint, expectedHeadId, writer}. Checks run in the
  * contract's order: identifiers, writer thread, entries, lease, duplicate id,
  * stale head, parent mismatch; then the checkpoint is published atomically.
+ * With delta, the call is checkpoint_append_delta(input, tail, prefix_len,
+ * prefix_digest, now_ms): the conversation is the parent's first prefix_len
+ * messages (a claim, checked last: PREFIX_MISMATCH) followed by tail.
  */
 static Datum
-CkptAppend(FunctionCallInfo fcinfo, CkptLayout layout)
+CkptAppend(FunctionCallInfo fcinfo, CkptLayout layout, bool delta)
 {
 	static const char *const top_names[] = {"checkpoint", "expectedHeadId", "writer"};
 	static const char *const names[] = {
@@ -360,6 +371,9 @@ CkptAppend(FunctionCallInfo fcinfo, CkptLayout layout)
 	ConvStored	stored = {0};
 	Datum		message_ids = (Datum) 0;
 	int			nkeys;
+	int			now_arg = delta ? CKPT_DELTA_ARG_NOW : CKPT_WHOLE_ARG_NOW;
+	int64		claim_len = 0;
+	bytea	   *claim_digest = NULL;
 	SpArgs		args;
 	StringInfoData result;
 
@@ -394,13 +408,26 @@ CkptAppend(FunctionCallInfo fcinfo, CkptLayout layout)
 	CkptValidateFiles(c[7], &entries);
 	CkptValidateArtifacts(c[8], &entries);
 	ConvSplit(fcinfo, 1, &msgs);
-	(void) SpNowMs(fcinfo, 2);	/* refuse a disallowed clock before locking */
+	if (delta)
+	{
+		if (PG_ARGISNULL(CKPT_DELTA_ARG_PREFIX_LEN) ||
+			(claim_len = PG_GETARG_INT64(CKPT_DELTA_ARG_PREFIX_LEN)) < 0)
+			sp_error(SP_SNAPSHOT_INVALID_ENTRY,
+					 ("invalid conversation prefix claim"),
+					 "prefix_len must be a number of messages, zero or more.");
+		if (PG_ARGISNULL(CKPT_DELTA_ARG_PREFIX_DIGEST))
+			sp_error(SP_SNAPSHOT_INVALID_ENTRY,
+					 ("invalid conversation prefix claim"),
+					 "prefix_digest must be the 32-byte digest of the parent's conversation.");
+		claim_digest = PG_GETARG_BYTEA_PP(CKPT_DELTA_ARG_PREFIX_DIGEST);
+	}
+	(void) SpNowMs(fcinfo, now_arg);	/* refuse a disallowed clock before locking */
 	CkptReadWriterLease(top[2], &writer);
 
 	SPI_connect();
 	/* 4. the lease (the thread row is this thread's lock point) */
 	CkptLockThread(thread_id, &thread);
-	CkptRequireLease(fcinfo, 2, &thread, &writer, thread_id);
+	CkptRequireLease(fcinfo, now_arg, &thread, &writer, thread_id);
 
 	/* 5. checkpoint ids are unique across every thread */
 	SpArgsInit(&args);
@@ -420,8 +447,15 @@ CkptAppend(FunctionCallInfo fcinfo, CkptLayout layout)
 				 "parentCheckpointId is %s but the expected head is %s.",
 				 CkptQuoted(parent_id), CkptQuoted(expected_head));
 
-	/* publish: the conversation, the checkpoint, its references, the head */
-	if (layout == CKPT_LAYOUT_LOG)
+	/*
+	 * 8 (delta only): the prefix claim, checked by ConvAppendTail before it
+	 * writes; then publish: the conversation, the checkpoint, its
+	 * references, the head
+	 */
+	if (delta)
+		ConvAppendTail(thread_id, parent_id, claim_len, (const uint8 *) VARDATA_ANY(claim_digest),
+					   VARSIZE_ANY_EXHDR(claim_digest), &msgs, &stored);
+	else if (layout == CKPT_LAYOUT_LOG)
 		ConvAppend(thread_id, parent_id, &msgs, &stored);
 	else
 		message_ids = CkptStoreIdArray(thread_id, &msgs);
@@ -476,14 +510,26 @@ CkptAppend(FunctionCallInfo fcinfo, CkptLayout layout)
 Datum
 checkpoint_append(PG_FUNCTION_ARGS)
 {
-	return CkptAppend(fcinfo, CKPT_LAYOUT_ID_ARRAYS);
+	return CkptAppend(fcinfo, CKPT_LAYOUT_ID_ARRAYS, false);
 }
 
 /* checkpoint_append, 0.3.0 layout: only what extends the parent is stored. */
 Datum
 checkpoint_append_v3(PG_FUNCTION_ARGS)
 {
-	return CkptAppend(fcinfo, CKPT_LAYOUT_LOG);
+	return CkptAppend(fcinfo, CKPT_LAYOUT_LOG, false);
+}
+
+/*
+ * checkpoint_append_delta(input json, tail json, prefix_len bigint,
+ * prefix_digest bytea, now_ms bigint) -> json {headId}: checkpoint_append
+ * with the conversation given as a claim about the parent's plus the new
+ * messages (0.4.0, log layout only).
+ */
+Datum
+checkpoint_append_delta(PG_FUNCTION_ARGS)
+{
+	return CkptAppend(fcinfo, CKPT_LAYOUT_LOG, true);
 }
 
 /*

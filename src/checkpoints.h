@@ -71,7 +71,7 @@ typedef struct ConvStored
 	int64		block_from;		/* the log positions this checkpoint appended */
 	int64		block_to;
 	int32		len;			/* number of messages */
-	Datum		digest;			/* bytea: sha256 over the messages' sha256s */
+	Datum		digest;			/* bytea: the chain over the messages' sha256s (conversations.c) */
 } ConvStored;
 
 /*
@@ -193,6 +193,9 @@ extern void ConvSplit(FunctionCallInfo fcinfo, int argno, ConvMessages *out);
 extern Datum ConvTextArray(const ConvMessages *msgs, int from);
 extern void ConvAppend(const char *thread_id, const char *parent_id, const ConvMessages *msgs,
 					   ConvStored *out);
+extern void ConvAppendTail(const char *thread_id, const char *parent_id, int64 claim_len,
+						   const uint8 *claim_digest, int claim_digest_len,
+						   const ConvMessages *tail, ConvStored *out);
 extern void ConvCopy(const char *source_thread, Datum source_ranges, const char *dest_thread,
 					 ConvStored *out);
 extern void ConvCollect(int64 max_rows, int64 *positions, int64 *messages);

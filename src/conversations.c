@@ -9,7 +9,10 @@
  * conversation is a set of ranges of its thread's log. An append whose
  * transcript extends the parent's (same digest over the parent's length)
  * hashes and logs only the new tail; any other transcript gets a block of its
- * own. deleteHead queues the block its checkpoint appended; maintain() (A11)
+ * own. A delta append (checkpoint_append_delta) ships only the tail with a
+ * claim (length, digest) about the parent's conversation: the claim is
+ * checked against the parent's stored conv_len and conv_digest, and the
+ * digest is a chain over the message hashes so the new one costs the tail. deleteHead queues the block its checkpoint appended; maintain() (A11)
  * collects queued positions, then messages no position refers to any more.
  *
  * Locking: appends, deleteHeads and forks write a thread's log and messages
@@ -288,14 +291,6 @@ ConvHashStart(void)
 	return ctx;
 }
 
-/* Feed bytes to a SHA-256 context. */
-static void
-ConvHashUpdate(pg_cryptohash_ctx *ctx, const uint8 *data, size_t len)
-{
-	if (pg_cryptohash_update(ctx, data, len) < 0)
-		elog(ERROR, "could not update a SHA-256 hash");
-}
-
 /* Finish a SHA-256 context into out (PG_SHA256_DIGEST_LENGTH bytes) and free it. */
 static void
 ConvHashFinish(pg_cryptohash_ctx *ctx, uint8 *out)
@@ -306,21 +301,47 @@ ConvHashFinish(pg_cryptohash_ctx *ctx, uint8 *out)
 }
 
 /*
- * Hash every message (hashes: n * 32 bytes) and the conversation digest
- * sha256(h1 || ... || hn) into all; when 0 <= prefix_len <= n, also the
- * digest of the first prefix_len messages into prefix. One pass over the
- * bytes: the digests only see the 32-byte message hashes.
+ * One step of a conversation digest: chain = sha256(chain || h). The digest
+ * of messages m1..mN is d0 = sha256('') and di = sha256(d(i-1) || sha256(mi)),
+ * so a checkpoint's digest extends its parent's in time proportional to the
+ * tail (checkpoint_append_delta verifies a prefix claim and digests only the
+ * new messages).
  */
 static void
-ConvHashAll(const ConvMessages *msgs, uint8 *hashes, int prefix_len, uint8 *prefix, uint8 *all)
+ConvChainStep(pg_cryptohash_ctx *ctx, uint8 *chain, const uint8 *h)
+{
+	if (pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, chain, PG_SHA256_DIGEST_LENGTH) < 0 ||
+		pg_cryptohash_update(ctx, h, PG_SHA256_DIGEST_LENGTH) < 0 ||
+		pg_cryptohash_final(ctx, chain, PG_SHA256_DIGEST_LENGTH) < 0)
+		elog(ERROR, "could not chain a conversation digest");
+}
+
+/* The digest of no messages, sha256(''), into out. */
+static void
+ConvEmptyDigest(uint8 *out)
+{
+	ConvHashFinish(ConvHashStart(), out);
+}
+
+/*
+ * Hash messages from..n-1 (hashes: n * 32 bytes, indexed like msgs) and
+ * chain them onto *chain (the digest of messages 0..from-1, updated in
+ * place); when from <= prefix_len <= n, also the digest of the first
+ * prefix_len messages into prefix. One pass over the bytes: the chain only
+ * sees the 32-byte message hashes.
+ */
+static void
+ConvHashAll(const ConvMessages *msgs, int from, uint8 *hashes, int prefix_len, uint8 *prefix,
+			uint8 *chain)
 {
 	pg_cryptohash_ctx *one = pg_cryptohash_create(PG_SHA256);
-	pg_cryptohash_ctx *whole = ConvHashStart();
-	pg_cryptohash_ctx *head = prefix_len >= 0 && prefix_len <= msgs->n ? ConvHashStart() : NULL;
 
 	if (one == NULL)
 		elog(ERROR, "could not start a SHA-256 hash");
-	for (int i = 0; i < msgs->n; i++)
+	if (prefix_len == from)
+		memcpy(prefix, chain, PG_SHA256_DIGEST_LENGTH);
+	for (int i = from; i < msgs->n; i++)
 	{
 		uint8	   *h = hashes + i * PG_SHA256_DIGEST_LENGTH;
 
@@ -328,14 +349,11 @@ ConvHashAll(const ConvMessages *msgs, uint8 *hashes, int prefix_len, uint8 *pref
 			pg_cryptohash_update(one, (const uint8 *) msgs->raw[i], msgs->rawlen[i]) < 0 ||
 			pg_cryptohash_final(one, h, PG_SHA256_DIGEST_LENGTH) < 0)
 			elog(ERROR, "could not hash a conversation message");
-		ConvHashUpdate(whole, h, PG_SHA256_DIGEST_LENGTH);
-		if (head != NULL && i < prefix_len)
-			ConvHashUpdate(head, h, PG_SHA256_DIGEST_LENGTH);
+		ConvChainStep(one, chain, h);
+		if (i + 1 == prefix_len)
+			memcpy(prefix, chain, PG_SHA256_DIGEST_LENGTH);
 	}
 	pg_cryptohash_free(one);
-	ConvHashFinish(whole, all);
-	if (head != NULL)
-		ConvHashFinish(head, prefix);
 }
 
 /* A bytea datum holding len bytes. */
@@ -347,6 +365,32 @@ ConvBytea(const uint8 *data, int len)
 	SET_VARSIZE(b, VARHDRSZ + len);
 	memcpy(VARDATA(b), data, len);
 	return PointerGetDatum(b);
+}
+
+/*
+ * Log messages from..n-1 of msgs (their hashes in hashes, indexed like msgs)
+ * at positions log_end.. of thread_id. Inside SPI, thread row held.
+ */
+static void
+ConvStoreTail(const char *thread_id, int64 log_end, const ConvMessages *msgs, int from,
+			  const uint8 *hashes)
+{
+	SpArgs		args;
+
+	if (msgs->n > from)
+	{
+		Datum	   *h = palloc(sizeof(Datum) * (msgs->n - from));
+
+		for (int i = from; i < msgs->n; i++)
+			h[i - from] = ConvBytea(hashes + i * PG_SHA256_DIGEST_LENGTH, PG_SHA256_DIGEST_LENGTH);
+		SpArgsInit(&args);
+		SpArgDatum(&args, PointerGetDatum(construct_array(h, msgs->n - from, BYTEAOID, -1, false,
+														  TYPALIGN_INT)));
+		SpArgDatum(&args, ConvTextArray(msgs, from));
+		SpArgText(&args, thread_id);
+		SpArgInt64(&args, log_end);
+		SpExec(&conv_store, &args, false, 0);
+	}
 }
 
 /*
@@ -380,7 +424,8 @@ ConvAppend(const char *thread_id, const char *parent_id, const ConvMessages *msg
 	if (!SpGetInt64(0, CONV_STATE_PARENT_LEN, &parent_len))
 		parent_len = -1;
 
-	ConvHashAll(msgs, hashes, (int) Min(parent_len, (int64) msgs->n + 1), prefix, all);
+	ConvEmptyDigest(all);
+	ConvHashAll(msgs, 0, hashes, (int) Min(parent_len, (int64) msgs->n + 1), prefix, all);
 	out->base_null = true;
 	out->base = (Datum) 0;
 	if (parent_len >= 0 && parent_len <= msgs->n)
@@ -402,24 +447,95 @@ ConvAppend(const char *thread_id, const char *parent_id, const ConvMessages *msg
 		}
 	}
 
-	if (msgs->n > from)
-	{
-		Datum	   *h = palloc(sizeof(Datum) * (msgs->n - from));
-
-		for (int i = from; i < msgs->n; i++)
-			h[i - from] = ConvBytea(hashes + i * PG_SHA256_DIGEST_LENGTH, PG_SHA256_DIGEST_LENGTH);
-		SpArgsInit(&args);
-		SpArgDatum(&args, PointerGetDatum(construct_array(h, msgs->n - from, BYTEAOID, -1, false,
-														  TYPALIGN_INT)));
-		SpArgDatum(&args, ConvTextArray(msgs, from));
-		SpArgText(&args, thread_id);
-		SpArgInt64(&args, log_end);
-		SpExec(&conv_store, &args, false, 0);
-	}
+	ConvStoreTail(thread_id, log_end, msgs, from, hashes);
 	out->block_from = log_end;
 	out->block_to = log_end + (msgs->n - from);
 	out->len = msgs->n;
 	out->digest = ConvBytea(all, PG_SHA256_DIGEST_LENGTH);
+}
+
+/*
+ * Store the conversation of a new checkpoint of thread_id given as a claim
+ * about its parent's (the first claim_len messages, with digest
+ * claim_digest) and the messages after them (tail). A claim that is not the
+ * parent's stored length and digest (a root's: 0 and the empty digest) is
+ * refused with PREFIX_MISMATCH before anything is written; a true one keeps
+ * the parent's ranges, logs the tail and extends the parent's digest by the
+ * tail only, so the result is the one ConvAppend stores for the whole
+ * conversation. Same caller duties as ConvAppend. Inside SPI.
+ */
+void
+ConvAppendTail(const char *thread_id, const char *parent_id, int64 claim_len,
+			   const uint8 *claim_digest, int claim_digest_len, const ConvMessages *tail,
+			   ConvStored *out)
+{
+	uint8	   *hashes = palloc(PG_SHA256_DIGEST_LENGTH * Max(tail->n, 1));
+	uint8		chain[PG_SHA256_DIGEST_LENGTH];
+	uint8		unused[PG_SHA256_DIGEST_LENGTH];
+	int64		log_end = 0;
+	int64		parent_len = 0;
+	Datum		ranges = (Datum) 0;
+	bool		has_ranges = false;
+	SpArgs		args;
+
+	SpArgsInit(&args);
+	SpArgText(&args, thread_id);
+	SpArgText(&args, parent_id);
+	if (SpExec(&conv_state, &args, false, 1) != 1)
+		elog(ERROR, "checkpoint thread \"%s\" has no row", thread_id);
+	SpGetInt64(0, CONV_STATE_LOG_END, &log_end);
+	ConvEmptyDigest(chain);
+	if (parent_id != NULL)
+	{
+		bool		isnull;
+		Datum		d;
+
+		if (!SpGetInt64(0, CONV_STATE_PARENT_LEN, &parent_len))
+			elog(ERROR, "checkpoint \"%s\" has no conversation length", parent_id);
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+						  CONV_STATE_PARENT_DIGEST, &isnull);
+		if (!isnull)
+		{
+			bytea	   *digest = DatumGetByteaPP(d);
+
+			if (VARSIZE_ANY_EXHDR(digest) == PG_SHA256_DIGEST_LENGTH)
+				memcpy(chain, VARDATA_ANY(digest), PG_SHA256_DIGEST_LENGTH);
+			else
+				memset(chain, 0, PG_SHA256_DIGEST_LENGTH);
+		}
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+						  CONV_STATE_PARENT_RANGES, &isnull);
+		if (!isnull)
+		{
+			ranges = PointerGetDatum(PG_DETOAST_DATUM_COPY(d));
+			has_ranges = true;
+		}
+	}
+	if (claim_len != parent_len)
+		sp_error(SP_SNAPSHOT_PREFIX_MISMATCH,
+				 ("conversation prefix claim does not match the parent"),
+				 "The claim names %lld messages but the parent %s has %lld.",
+				 (long long) claim_len, parent_id ? psprintf("\"%s\"", parent_id) : "(none)",
+				 (long long) parent_len);
+	if (claim_digest_len != PG_SHA256_DIGEST_LENGTH ||
+		memcmp(claim_digest, chain, PG_SHA256_DIGEST_LENGTH) != 0)
+		sp_error(SP_SNAPSHOT_PREFIX_MISMATCH,
+				 ("conversation prefix claim does not match the parent"),
+				 "The claimed digest is not the digest of the parent's %lld messages.",
+				 (long long) parent_len);
+	if (parent_len + tail->n > PG_INT32_MAX)
+		sp_error(SP_SNAPSHOT_INVALID_ENTRY,
+				 ("invalid checkpoint conversation"),
+				 "A conversation holds at most %d messages.", PG_INT32_MAX);
+
+	ConvHashAll(tail, 0, hashes, -1, unused, chain);
+	ConvStoreTail(thread_id, log_end, tail, 0, hashes);
+	out->base_null = !has_ranges;
+	out->base = ranges;
+	out->block_from = log_end;
+	out->block_to = log_end + tail->n;
+	out->len = (int32) (parent_len + tail->n);
+	out->digest = ConvBytea(chain, PG_SHA256_DIGEST_LENGTH);
 }
 
 /*

@@ -36,6 +36,7 @@
 	X(SP_SNAPSHOT_ATOMIC_FORK_REQUIRED, "SP013", "SANDBOX_SNAPSHOT_ATOMIC_FORK_REQUIRED", NULL) \
 	X(SP_THREAD_MOVING, "SP014", "SANDBOX_THREAD_MOVING", "Retry through the router once the move has finished.") /* ours: the thread is moving to another shard */ \
 	X(SP_SNAPSHOT_FORK_BLOB_MISSING, "SP015", "SANDBOX_SNAPSHOT_FORK_BLOB_MISSING", "Copy the missing blobs to this shard first, then import the thread again.") /* ours: an import names a blob the shard lacks */ \
+	X(SP_SNAPSHOT_PREFIX_MISMATCH, "SP016", "SANDBOX_SNAPSHOT_PREFIX_MISMATCH", "Send the whole conversation: the claimed prefix is not the parent checkpoint's conversation.") /* ours: a delta append's claim is not the parent's conversation */ \
 	X(SP_INTERRUPT_BATCH_DUPLICATE_ID, "SP101", "INTERRUPT_BATCH_DUPLICATE_ID", NULL) \
 	X(SP_INTERRUPT_BATCH_MISSING_ID, "SP102", "INTERRUPT_BATCH_MISSING_ID", "Reload the pending interrupts and commit a batch of their ids.") \
 	X(SP_INTERRUPT_BATCH_NON_PENDING_ID, "SP103", "INTERRUPT_BATCH_NON_PENDING_ID", "Reload the pending interrupts and commit a batch of their ids.") \

@@ -114,6 +114,8 @@ const EXPECTED_BY_OP = {
   'ckpt.acquire': ['SP005'],
   'ckpt.renew': ['SP006'],
   'ckpt.append': ['SP001', 'SP002', 'SP006'],
+  // a delta append whose prefix claim is false on purpose: refused, never stored
+  'ckpt.append_false_claim': ['SP001', 'SP002', 'SP006', 'SP016'],
   'ckpt.delete_head': ['SP004', 'SP006'],
   'ckpt.fork': ['SP006', 'SP009', 'SP011'],
   'event.append_conflict': ['SP403'],
@@ -245,11 +247,44 @@ async function opCheckpointAppend(cl) {
   if (chance(0.03)) parent = head === null ? 'nope' : null;     // PARENT_MISMATCH
   const checkpoint = { id, threadId: thread, parentCheckpointId: parent, createdAt: Date.now() + uniq++ / 1000,
     reason: 'automatic', files, artifacts: [] };
-  const conversation = JSON.stringify([{ role: 'user', content: 'shared opening' }, { role: 'assistant', content: `reply ${id}` }]);
+  // Most appends extend the conversation this client last appended on the
+  // thread when that checkpoint is still the head; half of those are delta
+  // appends (only the new message, with a claim about the parent's), and a
+  // few of them carry a false claim that must be refused (SP016).
+  const reply = JSON.stringify({ role: 'assistant', content: `reply ${id}` });
+  const prev = cl.convOf[thread];
+  let msgs = [JSON.stringify({ role: 'user', content: 'shared opening' }), reply];
+  let claim = null;
+  if (prev && head !== null && prev.id === head && chance(0.7)) {
+    msgs = [...prev.msgs.slice(-30), reply];
+    if (msgs.length === prev.msgs.length + 1 && chance(0.5)) claim = { len: prev.msgs.length, digest: chainDigest(prev.msgs) };
+  }
+  const conversation = `[${msgs.join(',')}]`;
+  const input = JSON.stringify({ checkpoint, expectedHeadId: head, writer: JSON.parse(writerOf(w)) });
+  const meta = { thread, id, fence: w.fence, vt: 0, keys: keys.map((p) => p.key), putSend, files: JSON.stringify(files), parent, conversation, delta: claim !== null };
+  if (claim !== null && chance(0.1)) {
+    const bad = chance(0.5) ? { len: claim.len - 1, digest: claim.digest } : { len: claim.len, digest: chainDigest([...prev.msgs.slice(1), reply]) };
+    const fid = `${id}-false`;
+    const fvt = vnow();
+    const e = await call(cl, 'ckpt.append_false_claim', `SELECT ${S}checkpoint_append_delta($1, $2, $3, $4, $5) AS r`,
+      [input.replace(JSON.stringify(id), JSON.stringify(fid)), `[${reply}]`, bad.len, bad.digest, fvt], { thread, id: fid, vt: fvt });
+    if (e.st === 'ok') stats.failures.push(`delta append ${fid} with a false claim was accepted`);
+  }
   const vt = vnow();
-  await call(cl, 'ckpt.append', `SELECT ${S}checkpoint_append($1, $2, $3) AS r`,
-    [JSON.stringify({ checkpoint, expectedHeadId: head, writer: JSON.parse(writerOf(w)) }), conversation, vt],
-    { thread, id, fence: w.fence, vt, keys: keys.map((p) => p.key), putSend, files: JSON.stringify(files), parent, conversation });
+  meta.vt = vt;
+  const e = claim === null
+    ? await call(cl, 'ckpt.append', `SELECT ${S}checkpoint_append($1, $2, $3) AS r`, [input, conversation, vt], meta)
+    : await call(cl, 'ckpt.append', `SELECT ${S}checkpoint_append_delta($1, $2, $3, $4, $5) AS r`,
+      [input, `[${reply}]`, claim.len, claim.digest, vt], meta);
+  if (e.st === 'ok') cl.convOf[thread] = { id, msgs };
+}
+
+// The digest of a conversation given as its messages' texts
+// (docs/contract/checkpoint-store.md §6): d0 = sha256(''), di = sha256(d(i-1) || sha256(text i)).
+function chainDigest(texts) {
+  let d = crypto.createHash('sha256').digest();
+  for (const t of texts) d = crypto.createHash('sha256').update(d).update(crypto.createHash('sha256').update(t, 'utf8').digest()).digest();
+  return d;
 }
 
 async function opCheckpointDeleteHead(cl) {
@@ -637,7 +672,7 @@ async function runLoad(ms, clients, stopSignal) {
 
 function makeClients(n) {
   return Array.from({ length: n + 1 }, (_, id) => ({
-    id, n: 0, writers: {}, lastHead: {}, locks: {}, cursors: {}, pseq: 0, producer: crypto.randomUUID(),
+    id, n: 0, writers: {}, lastHead: {}, convOf: {}, locks: {}, cursors: {}, pseq: 0, producer: crypto.randomUUID(),
     lastAppend: null, retryAfterCrash: null, inflight: null,
   }));
 }

@@ -21,6 +21,7 @@ export const SP_ERRORS = {
   SP013: { code: 'SANDBOX_SNAPSHOT_ATOMIC_FORK_REQUIRED', hint: undefined },
   SP014: { code: 'SANDBOX_THREAD_MOVING', hint: 'Retry through the router once the move has finished.' },
   SP015: { code: 'SANDBOX_SNAPSHOT_FORK_BLOB_MISSING', hint: 'Copy the missing blobs to this shard first, then import the thread again.' },
+  SP016: { code: 'SANDBOX_SNAPSHOT_PREFIX_MISMATCH', hint: 'Send the whole conversation: the claimed prefix is not the parent checkpoint\'s conversation.' },
   SP101: { code: 'INTERRUPT_BATCH_DUPLICATE_ID', hint: undefined },
   SP102: { code: 'INTERRUPT_BATCH_MISSING_ID', hint: 'Reload the pending interrupts and commit a batch of their ids.' },
   SP103: { code: 'INTERRUPT_BATCH_NON_PENDING_ID', hint: 'Reload the pending interrupts and commit a batch of their ids.' },

@@ -23,6 +23,8 @@ export type SandboxCheckpointErrorCode =
   | 'SANDBOX_SNAPSHOT_FORK_DESTINATION_NOT_EMPTY'
   /** SP015 (ours): a cross-shard import names a blob the destination shard does not hold. */
   | 'SANDBOX_SNAPSHOT_FORK_BLOB_MISSING'
+  /** SP016 (ours): a delta append's claim about the parent's conversation is false; the adapter resends the whole conversation. */
+  | 'SANDBOX_SNAPSHOT_PREFIX_MISMATCH'
 
 /** Codes of the set-up errors (`SandboxPersistSetupError`). */
 export type SandboxPersistSetupErrorCode =

@@ -3,7 +3,9 @@
  * sandbox instances, and the checkpoint store with writer leases and the
  * atomic fork.
  */
-import { loadUpstreamErrors, SandboxCheckpointInvalidIdError } from './errors.js'
+import { createHash } from 'node:crypto'
+
+import { loadUpstreamErrors, SandboxCheckpointError, SandboxCheckpointInvalidIdError } from './errors.js'
 import {
   checkTextId,
   clockValue,
@@ -68,7 +70,63 @@ function checkpointParts(checkpoint: unknown): { header: unknown; conversation: 
   return { header, conversation: checkpoint.conversation }
 }
 
-export interface PostgresCheckpointOptions extends SandboxCheckpointStoreOptions {}
+/**
+ * Delta appends (ours, 0.4.0; docs/contract/checkpoint-store.md §3.1): when a
+ * conversation extends the one this store last appended on the thread, with
+ * the same writer, on top of that checkpoint, only the new messages are sent
+ * (`checkpoint_append_delta`) with a claim about the prefix (its length and
+ * digest) that the server checks against the parent's stored conversation. A
+ * refused claim (SP016) is answered by sending the whole conversation.
+ *
+ * - `'verified'` (the default): every message is serialized and compared
+ *   with the text last appended at its place; only the tail is hashed and sent.
+ * - `'identity'`: a message is taken as unchanged when it is the same object
+ *   as the one last appended at its place, so the prefix costs nothing on
+ *   the client. Only for callers that never change a message object in place
+ *   once appended (they replace it): a message changed in place would be
+ *   stored as it was when it was first appended.
+ * - `'off'`: always the whole conversation.
+ */
+export type DeltaAppendMode = 'verified' | 'identity' | 'off'
+
+export interface PostgresCheckpointOptions extends SandboxCheckpointStoreOptions {
+  deltaAppends?: DeltaAppendMode
+}
+
+/** How many threads' last appends a store remembers for delta appends. */
+const DELTA_THREADS = 1024
+
+/** What a store remembers of the last append it made on a thread. */
+interface LastAppend {
+  headId: string
+  ownerToken: unknown
+  fence: unknown
+  len: number
+  /** The conversation's digest (docs/contract/checkpoint-store.md §6), computed when first needed. */
+  digest: Buffer | undefined
+  /** The messages' JSON texts ('verified', or until the digest is computed). */
+  texts: Array<string> | undefined
+  /** The message objects ('identity'). */
+  objects: Array<unknown> | undefined
+}
+
+/** The JSON text of one conversation message, as JSON.stringify writes it inside the array. */
+function messageText(message: unknown): string {
+  return JSON.stringify(message) ?? 'null'
+}
+
+/** Extend a conversation digest (d = sha256(d || sha256(text))) by the given messages. */
+function chainDigest(digest: Buffer, texts: ReadonlyArray<string>, from = 0): Buffer {
+  let d = digest
+  for (let i = from; i < texts.length; i++) {
+    const h = createHash('sha256').update(texts[i] as string, 'utf8').digest()
+    d = createHash('sha256').update(d).update(h).digest()
+  }
+  return d
+}
+
+/** The digest of no messages: sha256 of nothing. */
+const EMPTY_DIGEST = createHash('sha256').digest()
 
 /**
  * The checkpoint store, fork-capable. Lease times come from the server clock
@@ -112,6 +170,54 @@ export function postgresCheckpoints(
   // the store raises is an instance of upstream's class too.
   const upstream = loadUpstreamErrors()
 
+  const deltaMode: DeltaAppendMode = options.deltaAppends ?? 'verified'
+  if (deltaMode !== 'verified' && deltaMode !== 'identity' && deltaMode !== 'off') {
+    throw invalid('ERR_INVALID_ARG_TYPE', `deltaAppends must be 'verified', 'identity' or 'off', got ${String(deltaMode)}.`)
+  }
+  const lastAppends = new Map<string, LastAppend>()
+
+  /** The messages' texts when the first last.len of them are the ones last appended, else undefined. */
+  const samePrefix = (last: LastAppend, messages: ReadonlyArray<unknown>): Array<string> | undefined => {
+    if (deltaMode === 'identity' && last.objects !== undefined) {
+      for (let i = 0; i < last.len; i++) if (messages[i] !== last.objects[i]) return undefined
+      const texts = new Array<string>(messages.length)
+      for (let i = last.len; i < messages.length; i++) texts[i] = messageText(messages[i])
+      return texts
+    }
+    if (last.texts === undefined) return undefined
+    const texts = Array.from(messages, messageText)
+    for (let i = 0; i < last.len; i++) if (texts[i] !== last.texts[i]) return undefined
+    return texts
+  }
+
+  /** Remember a successful append for the thread's next one (the oldest thread is forgotten first). */
+  const remember = (
+    threadId: string,
+    headId: string,
+    writer: Record<string, unknown>,
+    messages: ReadonlyArray<unknown>,
+    texts: Array<string>,
+    digest: Buffer | undefined,
+  ): void => {
+    lastAppends.delete(threadId)
+    if (lastAppends.size >= DELTA_THREADS) {
+      const oldest = lastAppends.keys().next()
+      if (!oldest.done) lastAppends.delete(oldest.value)
+    }
+    const identity = deltaMode === 'identity'
+    // 'identity' keeps the objects and drops the texts once the digest is known.
+    const d = identity && digest === undefined ? chainDigest(EMPTY_DIGEST, texts) : digest
+    lastAppends.set(threadId, {
+      headId,
+      ownerToken: writer.ownerToken,
+      fence: writer.fence,
+      len: messages.length,
+      digest: d,
+      texts: identity ? undefined : texts,
+      objects: identity ? messages.slice() : undefined,
+    })
+  }
+
   return afterUpstream(upstream, {
     async get(id) {
       checkTextId(id, 'checkpoint id', invalidId)
@@ -132,17 +238,64 @@ export function postgresCheckpoints(
       const source = input as unknown
       let payload: unknown = source
       let conversation: unknown = undefined
+      let header: unknown = undefined
       if (isPlainObject(source)) {
         const parts = checkpointParts(source.checkpoint)
         conversation = parts.conversation
+        header = parts.header
         // expectedHeadId is copied as given: undefined (absent) is INVALID_ID, null is "no head".
         payload = { checkpoint: parts.header, expectedHeadId: source.expectedHeadId, writer: writerJson(source.writer) }
       }
-      return value<{ headId: string }>(db, `SELECT ${SP}.checkpoint_append($1::json, $2::json, $3::bigint) AS r`, [
+      if (deltaMode === 'off' || !Array.isArray(conversation) || !isPlainObject(header) || !isPlainObject(source)) {
+        return value<{ headId: string }>(db, `SELECT ${SP}.checkpoint_append($1::json, $2::json, $3::bigint) AS r`, [
+          json(payload),
+          json(conversation),
+          clockValue(now),
+        ])
+      }
+      const messages: Array<unknown> = conversation
+      const threadId = header.threadId
+      const writer = isPlainObject(source.writer) ? source.writer : {}
+      const last = typeof threadId === 'string' ? lastAppends.get(threadId) : undefined
+      let texts: Array<string> | undefined
+      if (
+        last !== undefined &&
+        typeof threadId === 'string' &&
+        source.expectedHeadId === last.headId &&
+        header.parentCheckpointId === last.headId &&
+        writer.ownerToken === last.ownerToken &&
+        writer.fence === last.fence &&
+        messages.length >= last.len
+      ) {
+        texts = samePrefix(last, messages)
+        if (texts !== undefined) {
+          const tail = texts.slice(last.len)
+          last.digest ??= chainDigest(EMPTY_DIGEST, last.texts ?? [])
+          try {
+            const result = await value<{ headId: string }>(
+              db,
+              `SELECT ${SP}.checkpoint_append_delta($1::json, $2::json, $3::bigint, $4::bytea, $5::bigint) AS r`,
+              [json(payload), `[${tail.join(',')}]`, last.len, last.digest, clockValue(now)],
+            )
+            remember(threadId, result.headId, writer, messages, texts, chainDigest(last.digest, tail))
+            return result
+          } catch (error) {
+            lastAppends.delete(threadId)
+            // A false claim: the server holds another conversation for the parent; send it whole.
+            if (!(error instanceof SandboxCheckpointError && error.code === 'SANDBOX_SNAPSHOT_PREFIX_MISMATCH')) throw error
+            if (deltaMode === 'identity') texts = undefined // only the tail was serialized
+          }
+        }
+      }
+      texts ??= Array.from(messages, messageText)
+      if (typeof threadId === 'string') lastAppends.delete(threadId)
+      const result = await value<{ headId: string }>(db, `SELECT ${SP}.checkpoint_append($1::json, $2::json, $3::bigint) AS r`, [
         json(payload),
-        json(conversation),
+        `[${texts.join(',')}]`,
         clockValue(now),
       ])
+      if (typeof threadId === 'string') remember(threadId, result.headId, writer, messages, texts, undefined)
+      return result
     },
 
     async deleteHead(input) {
@@ -150,6 +303,7 @@ export function postgresCheckpoints(
       const payload = isPlainObject(source)
         ? { threadId: source.threadId, checkpointId: source.checkpointId, writer: writerJson(source.writer) }
         : source
+      if (isPlainObject(source) && typeof source.threadId === 'string') lastAppends.delete(source.threadId)
       await run(db, `SELECT ${SP}.checkpoint_delete_head($1::json, $2::bigint)`, [json(payload), clockValue(now)])
     },
 

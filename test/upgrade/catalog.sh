@@ -5,7 +5,8 @@
 # version, object for object, owner for owner, privilege for privilege?
 #
 # Against the cluster named by PGHOST/PGPORT/PGUSER (a superuser) it creates
-# two databases: one with CREATE EXTENSION sandbox_persist, one with
+# two databases: one with CREATE EXTENSION sandbox_persist (the full script
+# make builds from sql/sandbox_persist.sql: checked, see below), one with
 # CREATE EXTENSION sandbox_persist VERSION $FROM, every store filled
 # (test/backup/populate.sql, as an application role given the store functions
 # by grant_app_role) and then ALTER EXTENSION sandbox_persist UPDATE. The
@@ -19,9 +20,9 @@
 #  2. pg_dump --schema-only --binary-upgrade, which writes out every member of
 #     the extension (tables, columns, constraints, indexes, views, functions,
 #     comments, owners, initial privileges), normalised only for physical
-#     identifiers (OIDs, relfilenodes, frozen transaction ids, column LSNs)
-#     and for the sequence positions it writes too (data: one database is
-#     populated).
+#     identifiers (OIDs, relfilenodes, frozen transaction ids, column LSNs,
+#     dropped columns, stored defaults of added columns) and for the sequence
+#     positions it writes too (data: one database is populated).
 #  3. catalog.sql: every member's owner, ACL, initial privileges, proconfig,
 #     SECURITY DEFINER, definition, columns, constraints, indexes; the
 #     schema's; the tables and sequences registered for pg_dump.
@@ -69,12 +70,31 @@ psql -X -q -d "$UPGRADED" -v t0="$T0" -v app="$APP" -f "$STORES/populate.sql" >"
 psql -X -q -v ON_ERROR_STOP=1 -d "$UPGRADED" -c "ALTER EXTENSION sandbox_persist UPDATE" \
     -c "SELECT sandbox_persist.revoke_app_role('$APP')" -c "DROP OWNED BY $APP" || fail "ALTER EXTENSION sandbox_persist UPDATE failed"
 version=$(ext_version "$FRESH")
+# The fresh install ran the full script built from sql/sandbox_persist.sql
+# (CREATE EXTENSION prefers a version's own script to any upgrade path): the
+# installed script is make's output, and the fresh catalog holds none of the
+# upgrade path's traces (0.3.0 dropped two columns of checkpoints).
+built=$ROOT/sql/sandbox_persist--$version.sql
+installed=$("${PG_CONFIG:-pg_config}" --sharedir)/extension/sandbox_persist--$version.sql
+[ -f "$built" ] || fail "$built is missing: run make (it is built from sql/sandbox_persist.sql)"
+cmp -s "$built" "$installed" || fail "the installed $installed is not the built $built: run make install"
+[ "$(psql -X -A -t -d "$FRESH" -c "SELECT count(*) FROM pg_catalog.pg_attribute
+       WHERE attrelid = 'sandbox_persist.checkpoints'::regclass AND attisdropped")" = 0 ] \
+    || fail "the fresh install was not made by the built full script (it holds dropped columns)"
 [ "$(ext_version "$UPGRADED")" = "$version" ] \
     || fail "the update reached $(ext_version "$UPGRADED"), a fresh install is $version"
 [ "$(psql -X -A -t -d "$UPGRADED" -c 'SELECT count(*) > 0 FROM sandbox_persist.runs')" = t ] \
     || fail "the upgraded database holds no runs: populating it did not work"
 
 # normalise: only what is physical, never what is logical (see the header).
+# Three physical traces of an upgrade path are dropped too: the placeholders of
+# dropped columns (0.3.0 dropped checkpoints.conversation and .seq), the stored
+# "missing value" of a column added with a default (ALTER TABLE ... ADD COLUMN
+# ... DEFAULT keeps it for the rows that existed), and the conditions array of
+# the registered tables, whose length counts the sequence of the dropped
+# checkpoints.seq (still in extconfig, no longer a relation); catalog.sql
+# compares each registered table's condition by name, and the columns' order
+# by their position among the live ones.
 normalise() {
     sed -E \
         -e "s/(binary_upgrade_set_next_[a-z_]+)\('[^']*'/\1('<id>'/" \
@@ -82,7 +102,11 @@ normalise() {
         -e "s/^SET relfrozenxid = '[0-9]+', relminmxid = '[0-9]+'$/SET relfrozenxid = '<xid>', relminmxid = '<mxid>'/" \
         -e "s/^WHERE oid = '[0-9]+';$/WHERE oid = '<toast oid>';/" \
         -e "s/^(SELECT pg_catalog.setval\('[^']*', )[0-9]+, (true|false)\);$/\1<position>);/" \
-        -e "s/(binary_upgrade_create_empty_extension\('sandbox_persist', '[^']*', (true|false), '[^']*', )'\{[0-9,]*\}'/\1'<oids of the registered tables>'/"
+        -e "s/(binary_upgrade_create_empty_extension\('sandbox_persist', '[^']*', (true|false), '[^']*', )'\{[0-9,]*\}', '\{[^}]*\}'/\1'<oids of the registered tables>', '<their conditions>'/" \
+        -e '/^-- For binary upgrade, recreate dropped column\.$/,/ DROP COLUMN "\.+pg\.dropped\.[0-9]+\.+";$/d' \
+        -e '/^    "\.+pg\.dropped\.[0-9]+\.+" INTEGER \/\* dummy \*\/,$/d' \
+        -e '/^-- set missing value\.$/,/binary_upgrade_set_missing_value\(/d' |
+        cat -s
 }
 errors=0
 for db in "$FRESH" "$UPGRADED"; do

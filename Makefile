@@ -18,6 +18,8 @@ EXTENSION   = sandbox_persist
 MODULE_big  = sandbox_persist
 OBJS = \
 	src/sandbox_persist.o \
+	src/schema_version.o \
+	src/released_symbols.o \
 	src/errors.o \
 	src/json_io.o \
 	src/validate.o \

@@ -612,6 +612,56 @@ $$;
 COMMENT ON FUNCTION event_log_append(text, json, json) IS
     'Durable event log append: adds the chunks array to the log of run_id; options {producerId, producerSeq, fenceEpoch?, withDigests?} make it idempotent and fenced (SP403, SP404). Returns the sequence numbers given, or [{seq, digest}] with withDigests.';
 
+------------------------------------------------------------------------------
+-- Stable C symbols (issue 21, item 2; docs/architecture.md, "Stable C
+-- symbols"). 0.3.0 pointed eight functions at *_v3 symbols, the C code
+-- keeping the 0.1.0-0.2.0 layout behind the original names. The library now
+-- serves only the current layout, under the names of the SQL functions, and
+-- refuses an older schema (55000, "Run ALTER EXTENSION sandbox_persist
+-- UPDATE"); the *_v3 symbols stay in src/released_symbols.c because the
+-- 0.2.0--0.3.0 script names them. Every other attribute is unchanged, and so
+-- are owners, grants and comments (CREATE OR REPLACE keeps them).
+------------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION sandbox_persist.blob_get(blob_key text, range_offset bigint DEFAULT NULL::bigint, range_length bigint DEFAULT NULL::bigint) RETURNS TABLE(record json, body bytea)
+    LANGUAGE c STABLE SECURITY DEFINER ROWS 1
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'blob_get';
+
+CREATE OR REPLACE FUNCTION sandbox_persist.blob_put(blob_key text, body bytea, options json DEFAULT NULL::json, now_ms bigint DEFAULT NULL::bigint) RETURNS json
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'blob_put';
+
+CREATE OR REPLACE FUNCTION sandbox_persist.blob_upload_commit(upload_id text, now_ms bigint DEFAULT NULL::bigint) RETURNS json
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'blob_upload_commit';
+
+CREATE OR REPLACE FUNCTION sandbox_persist.checkpoint_append(input json, conversation json, now_ms bigint DEFAULT NULL::bigint) RETURNS json
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'checkpoint_append';
+
+CREATE OR REPLACE FUNCTION sandbox_persist.checkpoint_delete_head(input json, now_ms bigint DEFAULT NULL::bigint) RETURNS void
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'checkpoint_delete_head';
+
+CREATE OR REPLACE FUNCTION sandbox_persist.checkpoint_fork_from_checkpoint(input json, now_ms bigint DEFAULT NULL::bigint) RETURNS json
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'checkpoint_fork_from_checkpoint';
+
+CREATE OR REPLACE FUNCTION sandbox_persist.checkpoint_get(checkpoint_id text) RETURNS json
+    LANGUAGE c STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'checkpoint_get';
+
+CREATE OR REPLACE FUNCTION sandbox_persist.checkpoint_list(thread_id text) RETURNS json
+    LANGUAGE c STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'checkpoint_list';
+
 -- Sections are added above this line, one per change, each opened by a
 -- comment block that says what it changes and why.
 

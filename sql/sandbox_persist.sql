@@ -900,7 +900,7 @@ COMMENT ON FUNCTION sandbox_persist.blob_delete(blob_key text) IS 'Blob store de
 CREATE FUNCTION sandbox_persist.blob_get(blob_key text, range_offset bigint DEFAULT NULL::bigint, range_length bigint DEFAULT NULL::bigint) RETURNS TABLE(record json, body bytea)
     LANGUAGE c STABLE SECURITY DEFINER ROWS 1
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS 'MODULE_PATHNAME', 'blob_get_v3';
+    AS 'MODULE_PATHNAME', 'blob_get';
 
 COMMENT ON FUNCTION sandbox_persist.blob_get(blob_key text, range_offset bigint, range_length bigint) IS 'Blob store get: one row (record json, body bytea) for blob_key, or none when absent; range_offset and range_length read a slice.';
 
@@ -924,7 +924,7 @@ COMMENT ON FUNCTION sandbox_persist.blob_list(prefix text, list_cursor text, pag
 CREATE FUNCTION sandbox_persist.blob_put(blob_key text, body bytea, options json DEFAULT NULL::json, now_ms bigint DEFAULT NULL::bigint) RETURNS json
     LANGUAGE c SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS 'MODULE_PATHNAME', 'blob_put_v3';
+    AS 'MODULE_PATHNAME', 'blob_put';
 
 COMMENT ON FUNCTION sandbox_persist.blob_put(blob_key text, body bytea, options json, now_ms bigint) IS 'Blob store put: writes body under blob_key with options {contentType?, customMetadata?} and returns the object record as json. A content-addressed key must match the SHA-256 of the bytes (SP301).';
 
@@ -956,7 +956,7 @@ COMMENT ON FUNCTION sandbox_persist.blob_upload_begin(blob_key text, options jso
 CREATE FUNCTION sandbox_persist.blob_upload_commit(upload_id text, now_ms bigint DEFAULT NULL::bigint) RETURNS json
     LANGUAGE c SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS 'MODULE_PATHNAME', 'blob_upload_commit_v3';
+    AS 'MODULE_PATHNAME', 'blob_upload_commit';
 
 COMMENT ON FUNCTION sandbox_persist.blob_upload_commit(upload_id text, now_ms bigint) IS 'Streamed upload commit: publishes the uploaded bytes as the object (checking a content address, SP301) and returns its record as json.';
 
@@ -972,7 +972,7 @@ COMMENT ON FUNCTION sandbox_persist.checkpoint_acquire_writer(thread_id text, le
 CREATE FUNCTION sandbox_persist.checkpoint_append(input json, conversation json, now_ms bigint DEFAULT NULL::bigint) RETURNS json
     LANGUAGE c SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS 'MODULE_PATHNAME', 'checkpoint_append_v3';
+    AS 'MODULE_PATHNAME', 'checkpoint_append';
 
 COMMENT ON FUNCTION sandbox_persist.checkpoint_append(input json, conversation json, now_ms bigint) IS 'Checkpoint store append: adds input.checkpoint after input.expectedHeadId under the held writer lease, capturing the conversation array; returns json {headId}. Refuses a stale head, a parent mismatch or a duplicate id (SP001-SP003).';
 
@@ -980,7 +980,7 @@ COMMENT ON FUNCTION sandbox_persist.checkpoint_append(input json, conversation j
 CREATE FUNCTION sandbox_persist.checkpoint_delete_head(input json, now_ms bigint DEFAULT NULL::bigint) RETURNS void
     LANGUAGE c SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS 'MODULE_PATHNAME', 'checkpoint_delete_head_v3';
+    AS 'MODULE_PATHNAME', 'checkpoint_delete_head';
 
 COMMENT ON FUNCTION sandbox_persist.checkpoint_delete_head(input json, now_ms bigint) IS 'Checkpoint store deleteHead: removes the head checkpoint named by input {threadId, checkpointId, writer}, making its parent the head; SP004 when it is not the head.';
 
@@ -988,7 +988,7 @@ COMMENT ON FUNCTION sandbox_persist.checkpoint_delete_head(input json, now_ms bi
 CREATE FUNCTION sandbox_persist.checkpoint_fork_from_checkpoint(input json, now_ms bigint DEFAULT NULL::bigint) RETURNS json
     LANGUAGE c SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS 'MODULE_PATHNAME', 'checkpoint_fork_from_checkpoint_v3';
+    AS 'MODULE_PATHNAME', 'checkpoint_fork_from_checkpoint';
 
 COMMENT ON FUNCTION sandbox_persist.checkpoint_fork_from_checkpoint(input json, now_ms bigint) IS 'Checkpoint store forkFromCheckpoint: copies a source checkpoint and its conversation into an empty destination thread as a new root, under the destination writer lease; returns json {checkpoint}.';
 
@@ -996,7 +996,7 @@ COMMENT ON FUNCTION sandbox_persist.checkpoint_fork_from_checkpoint(input json, 
 CREATE FUNCTION sandbox_persist.checkpoint_get(checkpoint_id text) RETURNS json
     LANGUAGE c STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS 'MODULE_PATHNAME', 'checkpoint_get_v3';
+    AS 'MODULE_PATHNAME', 'checkpoint_get';
 
 COMMENT ON FUNCTION sandbox_persist.checkpoint_get(checkpoint_id text) IS 'Checkpoint store get: the checkpoint of checkpoint_id as json, or NULL.';
 
@@ -1012,7 +1012,7 @@ COMMENT ON FUNCTION sandbox_persist.checkpoint_get_head(thread_id text) IS 'Chec
 CREATE FUNCTION sandbox_persist.checkpoint_list(thread_id text) RETURNS json
     LANGUAGE c STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS 'MODULE_PATHNAME', 'checkpoint_list_v3';
+    AS 'MODULE_PATHNAME', 'checkpoint_list';
 
 COMMENT ON FUNCTION sandbox_persist.checkpoint_list(thread_id text) IS 'Checkpoint store list: the checkpoints of thread_id as a json array, by createdAt then id.';
 

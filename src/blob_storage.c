@@ -62,11 +62,6 @@ static SpQuery blob_chunk_range = {
 	" relied_on_at = EXCLUDED.relied_on_at, replaced_version = b.version" CLEAR_INLINE \
 	" RETURNING replaced_version, " BLOB_RECORD_COLUMNS
 
-static SpQuery blob_publish_v2 = {
-	BLOB_PUBLISH_SQL(""),
-	7, {TEXTOID, INT8OID, INT8OID, TEXTOID, JSONOID, INT8OID, BOOLOID}
-};
-
 static SpQuery blob_publish = {
 	BLOB_PUBLISH_SQL(", inline_codec = NULL, inline_data = NULL"),
 	7, {TEXTOID, INT8OID, INT8OID, TEXTOID, JSONOID, INT8OID, BOOLOID}
@@ -438,13 +433,12 @@ BlobRecordResult(int first_col, MemoryContext outer)
 
 /*
  * Make `version` the object behind `key` (createdAt kept on overwrite, new
- * etag, options replaced whole) and drop the replaced version's chunks.
- * inline_layout: the schema has the 0.3.0 inline columns (then an inline
- * object being replaced is cleared). Returns the BlobRecord. Inside SPI.
+ * etag, options replaced whole, an inline object being replaced cleared)
+ * and drop the replaced version's chunks. Returns the BlobRecord. Inside SPI.
  */
 Datum
 BlobPublish(const char *key, int64 version, int64 size, const BlobOptions *opts, int64 now,
-			MemoryContext outer, bool inline_layout)
+			MemoryContext outer)
 {
 	SpArgs		args;
 	int64		replaced;
@@ -457,7 +451,7 @@ BlobPublish(const char *key, int64 version, int64 size, const BlobOptions *opts,
 	BlobOptionArgs(&args, opts);
 	SpArgInt64(&args, now);
 	SpArgBool(&args, BlobIsContentAddressed(key));
-	SpExec(inline_layout ? &blob_publish : &blob_publish_v2, &args, false, 0);
+	SpExec(&blob_publish, &args, false, 0);
 	record = BlobRecordResult(2, outer);
 	if (SpGetInt64(0, 1, &replaced) && replaced != version)
 		BlobDeleteVersion(replaced);

@@ -27,7 +27,6 @@
 PG_FUNCTION_INFO_V1(blob_upload_begin);
 PG_FUNCTION_INFO_V1(blob_upload_append);
 PG_FUNCTION_INFO_V1(blob_upload_commit);
-PG_FUNCTION_INFO_V1(blob_upload_commit_v3);
 PG_FUNCTION_INFO_V1(blob_upload_abort);
 
 /* The tail (shorter than a chunk) plus the largest piece fit one allocation. */
@@ -239,14 +238,14 @@ blob_upload_append(PG_FUNCTION_ARGS)
  * staged bytes atomically as the object (createdAt kept on overwrite, new
  * etag, options replaced) and return its BlobRecord. A content-addressed key
  * is verified by reading the staged bytes back once (SP301 on mismatch).
- * Uploads always stay chunked; with inline_layout (0.3.0) the commit also
- * clears an inline object it replaces.
+ * Uploads always stay chunked; the commit also clears an inline object it
+ * replaces.
  */
-static Datum
-BlobUploadCommit(FunctionCallInfo fcinfo, bool inline_layout)
+Datum
+blob_upload_commit(PG_FUNCTION_ARGS)
 {
-	char	   *upload_id = BlobUploadIdArg(fcinfo, 0);
-	int64		now = SpNowMs(fcinfo, 1);
+	char	   *upload_id;
+	int64		now;
 	MemoryContext outer = CurrentMemoryContext;
 	BlobUpload	up;
 	SpArgs		args;
@@ -254,6 +253,9 @@ BlobUploadCommit(FunctionCallInfo fcinfo, bool inline_layout)
 	bool		found = false;
 	int			tail_len;
 
+	SpRequireSchema(BLOB_LAYOUT_SINCE, "blob_upload_commit");
+	upload_id = BlobUploadIdArg(fcinfo, 0);
+	now = SpNowMs(fcinfo, 1);
 	SPI_connect();
 	BlobLockUpload(upload_id, &up);
 	tail_len = VARSIZE_ANY_EXHDR(up.tail);
@@ -271,27 +273,12 @@ BlobUploadCommit(FunctionCallInfo fcinfo, bool inline_layout)
 			BlobDeleteVersion(up.version);
 	}
 	if (!found)
-		record = BlobPublish(up.key, up.version, up.received, &up.opts, now, outer,
-							 inline_layout);
+		record = BlobPublish(up.key, up.version, up.received, &up.opts, now, outer);
 	SpArgsInit(&args);
 	SpArgText(&args, upload_id);
 	SpExec(&upload_remove, &args, false, 0);
 	SPI_finish();
 	PG_RETURN_DATUM(record);
-}
-
-/* blob_upload_commit for a 0.2.0 schema (no inline columns). */
-Datum
-blob_upload_commit(PG_FUNCTION_ARGS)
-{
-	return BlobUploadCommit(fcinfo, false);
-}
-
-/* blob_upload_commit for the 0.3.0 schema. */
-Datum
-blob_upload_commit_v3(PG_FUNCTION_ARGS)
-{
-	return BlobUploadCommit(fcinfo, true);
 }
 
 /*

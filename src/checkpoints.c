@@ -3,11 +3,9 @@
  *
  * The checkpoint store (docs/contract/checkpoint-store.md §1-§6): append with
  * the contract's exact check order, deleteHead, get, list, getHead and
- * listBlobReferences, and the checkpoint record every reader builds. Each
- * function that touches a conversation exists for both storage layouts
- * (CkptLayout): the original symbol for a database not yet updated past
- * 0.2.0 (one bigint[] of message ids per checkpoint) and a *_v3 symbol for
- * 0.3.0 (per-thread log, conversations.c).
+ * listBlobReferences, and the checkpoint record every reader builds. The
+ * functions that touch a conversation serve the per-thread log of 0.3.0
+ * (conversations.c) and refuse an older schema (CKPT_LAYOUT_SINCE).
  *
  * Locking: append and deleteHead lock the thread's checkpoint_threads row
  * FOR UPDATE first; it is the thread's only lock point, so two appends
@@ -28,13 +26,9 @@
 #include "checkpoints.h"
 
 PG_FUNCTION_INFO_V1(checkpoint_append);
-PG_FUNCTION_INFO_V1(checkpoint_append_v3);
 PG_FUNCTION_INFO_V1(checkpoint_delete_head);
-PG_FUNCTION_INFO_V1(checkpoint_delete_head_v3);
 PG_FUNCTION_INFO_V1(checkpoint_get);
-PG_FUNCTION_INFO_V1(checkpoint_get_v3);
 PG_FUNCTION_INFO_V1(checkpoint_list);
-PG_FUNCTION_INFO_V1(checkpoint_list_v3);
 PG_FUNCTION_INFO_V1(checkpoint_get_head);
 PG_FUNCTION_INFO_V1(checkpoint_list_blob_references);
 
@@ -54,13 +48,7 @@ PG_FUNCTION_INFO_V1(checkpoint_list_blob_references);
 	"c.checkpoint_id, c.thread_id, c.parent_id, c.created_at, c.reason, c.label," \
 	" c.source_run_id, c.files::text, c.artifacts::text, "
 
-/* 0.1.0-0.2.0 layout: the conversation is the checkpoint's array of message ids. */
-#define CKPT_COLUMNS_ID_ARRAYS CKPT_HEADER_COLUMNS \
-	"(SELECT string_agg(m.body, ',' ORDER BY u.ord)" \
-	"    FROM unnest(c.conversation) WITH ORDINALITY AS u(id, ord)" \
-	"    JOIN sandbox_persist.conversation_messages m ON m.message_id = u.id)"
-
-/* 0.3.0 layout: the conversation is a set of ranges of the thread's log. */
+/* The conversation is a set of ranges of the thread's log. */
 #define CKPT_COLUMNS_LOG CKPT_HEADER_COLUMNS CONV_BODIES_SQL("c")
 
 static SpQuery ckpt_exists = {
@@ -68,34 +56,7 @@ static SpQuery ckpt_exists = {
 	1, {TEXTOID}
 };
 
-/* 0.1.0-0.2.0 layout: every message passed is hashed, offered and looked up. */
-static SpQuery ckpt_store_messages_id_arrays = {
-	"INSERT INTO sandbox_persist.conversation_messages (thread_id, hash, body)"
-	" SELECT DISTINCT ON (h) $2, h, b FROM"
-	"  (SELECT pg_catalog.sha256(pg_catalog.convert_to(b, 'UTF8')) AS h, b"
-	"     FROM unnest($1::text[]) AS b) s"
-	" ON CONFLICT (thread_id, hash) DO NOTHING",
-	2, {TEXTARRAYOID, TEXTOID}
-};
-
-static SpQuery ckpt_message_ids_id_arrays = {
-	"SELECT coalesce(array_agg(m.message_id ORDER BY t.ord), '{}')"
-	" FROM unnest($1::text[]) WITH ORDINALITY AS t(b, ord)"
-	" JOIN sandbox_persist.conversation_messages m"
-	"   ON m.thread_id = $2 AND m.hash = pg_catalog.sha256(pg_catalog.convert_to(t.b, 'UTF8'))",
-	2, {TEXTARRAYOID, TEXTOID}
-};
-
-static SpQuery ckpt_insert_id_arrays = {
-	"INSERT INTO sandbox_persist.checkpoints (checkpoint_id, thread_id, parent_id, created_at,"
-	" reason, label, source_run_id, files, artifacts, conversation)"
-	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
-	" ON CONFLICT (checkpoint_id) DO NOTHING",
-	10, {TEXTOID, TEXTOID, TEXTOID, FLOAT8OID, TEXTOID, TEXTOID, TEXTOID, JSONOID, JSONOID,
-	INT8ARRAYOID}
-};
-
-/* 0.3.0 layout: $10 the parent's ranges kept (or NULL), [$11, $12) the block appended. */
+/* $10 the parent's ranges kept (or NULL), [$11, $12) the block appended. */
 static SpQuery ckpt_insert_log = {
 	"INSERT INTO sandbox_persist.checkpoints (checkpoint_id, thread_id, parent_id, created_at,"
 	" reason, label, source_run_id, files, artifacts, conv_ranges, conv_block, conv_len,"
@@ -125,23 +86,18 @@ static SpQuery ckpt_set_head = {
 	2, {TEXTOID, TEXTOID}
 };
 
-/* 0.3.0 layout: the head and the next free log position move together. */
+/* The head and the next free log position move together (append). */
 static SpQuery ckpt_set_head_log = {
 	"UPDATE sandbox_persist.checkpoint_threads SET head_id = $2, conv_log_end = $3"
 	" WHERE thread_id = $1",
 	3, {TEXTOID, TEXTOID, INT8OID}
 };
 
-/* Column of ckpt_delete_*'s result. */
+/* Column of ckpt_delete_log's result. */
 #define CKPT_DELETED_PARENT_ID	1
 
-static SpQuery ckpt_delete_id_arrays = {
-	"DELETE FROM sandbox_persist.checkpoints WHERE checkpoint_id = $1 RETURNING parent_id",
-	1, {TEXTOID}
-};
-
 /*
- * 0.3.0 layout: the log block the checkpoint appended is queued for A11. No
+ * The log block the checkpoint appended is queued for A11. No
  * other checkpoint refers to it: only descendants extend it, and a head has
  * none (deleteHead takes heads only).
  */
@@ -154,19 +110,8 @@ static SpQuery ckpt_delete_log = {
 	1, {TEXTOID}
 };
 
-static SpQuery ckpt_select_id_arrays = {
-	"SELECT " CKPT_COLUMNS_ID_ARRAYS " FROM sandbox_persist.checkpoints c WHERE c.checkpoint_id = $1",
-	1, {TEXTOID}
-};
-
 static SpQuery ckpt_select_log = {
 	"SELECT " CKPT_COLUMNS_LOG " FROM sandbox_persist.checkpoints c WHERE c.checkpoint_id = $1",
-	1, {TEXTOID}
-};
-
-static SpQuery ckpt_select_thread_id_arrays = {
-	"SELECT " CKPT_COLUMNS_ID_ARRAYS " FROM sandbox_persist.checkpoints c WHERE c.thread_id = $1"
-	" ORDER BY c.created_at, c.checkpoint_id",
 	1, {TEXTOID}
 };
 
@@ -283,8 +228,7 @@ CkptAppendRecord(StringInfo buf, int row)
 
 /* The checkpoint with this id as a json datum built in `outer`. Inside SPI. */
 Datum
-CkptRecordById(const char *checkpoint_id, CkptLayout layout, bool read_only,
-			   MemoryContext outer, bool *found)
+CkptRecordById(const char *checkpoint_id, bool read_only, MemoryContext outer, bool *found)
 {
 	SpArgs		args;
 	bool		isnull;
@@ -292,28 +236,10 @@ CkptRecordById(const char *checkpoint_id, CkptLayout layout, bool read_only,
 
 	SpArgsInit(&args);
 	SpArgText(&args, checkpoint_id);
-	result = SpRowsJson(layout == CKPT_LAYOUT_LOG ? &ckpt_select_log : &ckpt_select_id_arrays,
-						&args, read_only, CkptAppendRecord, true, outer, &isnull);
+	result = SpRowsJson(&ckpt_select_log, &args, read_only, CkptAppendRecord, true, outer,
+						&isnull);
 	*found = !isnull;
 	return result;
-}
-
-/*
- * 0.1.0-0.2.0 layout: store every message of the conversation (once per
- * thread) and return the checkpoint's array of message ids. Inside SPI.
- */
-static Datum
-CkptStoreIdArray(const char *thread_id, const ConvMessages *msgs)
-{
-	SpArgs		args;
-	bool		isnull;
-
-	SpArgsInit(&args);
-	SpArgDatum(&args, ConvTextArray(msgs, 0));
-	SpArgText(&args, thread_id);
-	SpExec(&ckpt_store_messages_id_arrays, &args, false, 0);
-	SpExec(&ckpt_message_ids_id_arrays, &args, false, 1);
-	return SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 }
 
 /* Raise WRITER_LOST unless the writer belongs to the thread the call writes. */
@@ -330,10 +256,11 @@ CkptRequireWriterThread(const char *writer_thread, const char *thread_id)
  * checkpoint_append(input json, conversation json, now_ms bigint) -> json
  * {headId}. input = {checkpoint, expectedHeadId, writer}. Checks run in the
  * contract's order: identifiers, writer thread, entries, lease, duplicate id,
- * stale head, parent mismatch; then the checkpoint is published atomically.
+ * stale head, parent mismatch; then the checkpoint is published atomically:
+ * only what extends the parent's conversation is stored.
  */
-static Datum
-CkptAppend(FunctionCallInfo fcinfo, CkptLayout layout)
+Datum
+checkpoint_append(PG_FUNCTION_ARGS)
 {
 	static const char *const top_names[] = {"checkpoint", "expectedHeadId", "writer"};
 	static const char *const names[] = {
@@ -358,11 +285,11 @@ CkptAppend(FunctionCallInfo fcinfo, CkptLayout layout)
 	CkptThread	thread;
 	ConvMessages msgs;
 	ConvStored	stored = {0};
-	Datum		message_ids = (Datum) 0;
 	int			nkeys;
 	SpArgs		args;
 	StringInfoData result;
 
+	SpRequireSchema(CKPT_LAYOUT_SINCE, "checkpoint_append");
 	CkptLookup(input, top_names, lengthof(top_names), top);
 	/* A checkpoint that is not an object has no identifiers to read. */
 	CkptLookup(top[0] && top[0]->kind == SPJ_OBJECT ? top[0] : &empty,
@@ -421,10 +348,7 @@ CkptAppend(FunctionCallInfo fcinfo, CkptLayout layout)
 				 CkptQuoted(parent_id), CkptQuoted(expected_head));
 
 	/* publish: the conversation, the checkpoint, its references, the head */
-	if (layout == CKPT_LAYOUT_LOG)
-		ConvAppend(thread_id, parent_id, &msgs, &stored);
-	else
-		message_ids = CkptStoreIdArray(thread_id, &msgs);
+	ConvAppend(thread_id, parent_id, &msgs, &stored);
 
 	SpArgsInit(&args);
 	SpArgText(&args, checkpoint_id);
@@ -436,33 +360,22 @@ CkptAppend(FunctionCallInfo fcinfo, CkptLayout layout)
 	SpArgText(&args, source_run);
 	SpArgTextLen(&args, entries.files.data, entries.files.len);
 	SpArgTextLen(&args, entries.artifacts.data, entries.artifacts.len);
-	if (layout == CKPT_LAYOUT_LOG)
-	{
-		if (stored.base_null)
-			SpArgNull(&args);
-		else
-			SpArgDatum(&args, stored.base);
-		SpArgInt64(&args, stored.block_from);
-		SpArgInt64(&args, stored.block_to);
-		SpArgDatum(&args, Int32GetDatum(stored.len));
-		SpArgDatum(&args, stored.digest);
-	}
+	if (stored.base_null)
+		SpArgNull(&args);
 	else
-		SpArgDatum(&args, message_ids);
-	if (SpExec(layout == CKPT_LAYOUT_LOG ? &ckpt_insert_log : &ckpt_insert_id_arrays,
-			   &args, false, 0) == 0)
+		SpArgDatum(&args, stored.base);
+	SpArgInt64(&args, stored.block_from);
+	SpArgInt64(&args, stored.block_to);
+	SpArgDatum(&args, Int32GetDatum(stored.len));
+	SpArgDatum(&args, stored.digest);
+	if (SpExec(&ckpt_insert_log, &args, false, 0) == 0)
 		CkptDuplicateId(checkpoint_id); /* lost a race with another thread */
 	CkptInsertRefs(checkpoint_id, CkptDistinctKeys(&entries, &nkeys));
 	SpArgsInit(&args);
 	SpArgText(&args, thread_id);
 	SpArgText(&args, checkpoint_id);
-	if (layout == CKPT_LAYOUT_LOG)
-	{
-		SpArgInt64(&args, stored.block_to);
-		SpExec(&ckpt_set_head_log, &args, false, 0);
-	}
-	else
-		SpExec(&ckpt_set_head, &args, false, 0);
+	SpArgInt64(&args, stored.block_to);
+	SpExec(&ckpt_set_head_log, &args, false, 0);
 	SPI_finish();
 
 	initStringInfo(&result);
@@ -472,28 +385,14 @@ CkptAppend(FunctionCallInfo fcinfo, CkptLayout layout)
 	PG_RETURN_DATUM(SpJsonResult(&result));
 }
 
-/* checkpoint_append, 0.1.0-0.2.0 layout. */
-Datum
-checkpoint_append(PG_FUNCTION_ARGS)
-{
-	return CkptAppend(fcinfo, CKPT_LAYOUT_ID_ARRAYS);
-}
-
-/* checkpoint_append, 0.3.0 layout: only what extends the parent is stored. */
-Datum
-checkpoint_append_v3(PG_FUNCTION_ARGS)
-{
-	return CkptAppend(fcinfo, CKPT_LAYOUT_LOG);
-}
-
 /*
  * checkpoint_delete_head(input json, now_ms bigint): input = {threadId,
  * checkpointId, writer}. Removes the head checkpoint (its references go with
- * it) and moves the head to its parent. Blob bytes are untouched; in the
- * 0.3.0 layout the log block it appended is queued for maintain() (A11).
+ * it) and moves the head to its parent. Blob bytes are untouched; the log
+ * block it appended is queued for maintain() (A11).
  */
-static Datum
-CkptDeleteHead(FunctionCallInfo fcinfo, CkptLayout layout)
+Datum
+checkpoint_delete_head(PG_FUNCTION_ARGS)
 {
 	static const char *const names[] = {"threadId", "checkpointId", "writer"};
 	SpJson	   *input = CkptInputArg(fcinfo, 0, "input");
@@ -506,6 +405,7 @@ CkptDeleteHead(FunctionCallInfo fcinfo, CkptLayout layout)
 	SpArgs		args;
 	char	   *parent_id;
 
+	SpRequireSchema(CKPT_LAYOUT_SINCE, "checkpoint_delete_head");
 	CkptLookup(input, names, lengthof(names), m);
 	thread_id = CkptCheckId(m[0], "threadId");
 	checkpoint_id = CkptCheckId(m[1], "checkpointId");
@@ -525,8 +425,7 @@ CkptDeleteHead(FunctionCallInfo fcinfo, CkptLayout layout)
 				 thread_id, CkptQuoted(thread.head_id), checkpoint_id);
 	SpArgsInit(&args);
 	SpArgText(&args, checkpoint_id);
-	if (SpExec(layout == CKPT_LAYOUT_LOG ? &ckpt_delete_log : &ckpt_delete_id_arrays,
-			   &args, false, 0) != 1)
+	if (SpExec(&ckpt_delete_log, &args, false, 0) != 1)
 		sp_error(SP_SNAPSHOT_NOT_HEAD,
 				 ("checkpoint is not the head"),
 				 "The head record \"%s\" of thread \"%s\" is missing.", checkpoint_id, thread_id);
@@ -539,77 +438,37 @@ CkptDeleteHead(FunctionCallInfo fcinfo, CkptLayout layout)
 	PG_RETURN_VOID();
 }
 
-/* checkpoint_delete_head, 0.1.0-0.2.0 layout. */
-Datum
-checkpoint_delete_head(PG_FUNCTION_ARGS)
-{
-	return CkptDeleteHead(fcinfo, CKPT_LAYOUT_ID_ARRAYS);
-}
-
-/* checkpoint_delete_head, 0.3.0 layout: also queues the checkpoint's log block. */
-Datum
-checkpoint_delete_head_v3(PG_FUNCTION_ARGS)
-{
-	return CkptDeleteHead(fcinfo, CKPT_LAYOUT_LOG);
-}
-
 /* checkpoint_get(checkpoint_id text) -> json: the checkpoint, or NULL. */
-static Datum
-CkptGet(FunctionCallInfo fcinfo, CkptLayout layout)
+Datum
+checkpoint_get(PG_FUNCTION_ARGS)
 {
-	char	   *checkpoint_id = CkptCheckIdArg(fcinfo, 0, "checkpoint_id");
+	char	   *checkpoint_id;
 	MemoryContext outer = CurrentMemoryContext;
 	Datum		result;
 	bool		found;
 
+	SpRequireSchema(CKPT_LAYOUT_SINCE, "checkpoint_get");
+	checkpoint_id = CkptCheckIdArg(fcinfo, 0, "checkpoint_id");
 	SPI_connect();
-	result = CkptRecordById(checkpoint_id, layout, true, outer, &found);
+	result = CkptRecordById(checkpoint_id, true, outer, &found);
 	SPI_finish();
 	if (!found)
 		PG_RETURN_NULL();
 	PG_RETURN_DATUM(result);
 }
 
-/* checkpoint_get, 0.1.0-0.2.0 layout. */
-Datum
-checkpoint_get(PG_FUNCTION_ARGS)
-{
-	return CkptGet(fcinfo, CKPT_LAYOUT_ID_ARRAYS);
-}
-
-/* checkpoint_get, 0.3.0 layout. */
-Datum
-checkpoint_get_v3(PG_FUNCTION_ARGS)
-{
-	return CkptGet(fcinfo, CKPT_LAYOUT_LOG);
-}
-
 /* checkpoint_list(thread_id text) -> json: every checkpoint, createdAt then id bytes. */
-static Datum
-CkptList(FunctionCallInfo fcinfo, CkptLayout layout)
-{
-	char	   *thread_id = CkptCheckIdArg(fcinfo, 0, "thread_id");
-	SpArgs		args;
-
-	SpArgsInit(&args);
-	SpArgText(&args, thread_id);
-	return SpReadJson(fcinfo,
-					  layout == CKPT_LAYOUT_LOG ? &ckpt_select_thread_log : &ckpt_select_thread_id_arrays,
-					  &args, CkptAppendRecord, false);
-}
-
-/* checkpoint_list, 0.1.0-0.2.0 layout. */
 Datum
 checkpoint_list(PG_FUNCTION_ARGS)
 {
-	return CkptList(fcinfo, CKPT_LAYOUT_ID_ARRAYS);
-}
+	char	   *thread_id;
+	SpArgs		args;
 
-/* checkpoint_list, 0.3.0 layout. */
-Datum
-checkpoint_list_v3(PG_FUNCTION_ARGS)
-{
-	return CkptList(fcinfo, CKPT_LAYOUT_LOG);
+	SpRequireSchema(CKPT_LAYOUT_SINCE, "checkpoint_list");
+	thread_id = CkptCheckIdArg(fcinfo, 0, "thread_id");
+	SpArgsInit(&args);
+	SpArgText(&args, thread_id);
+	return SpReadJson(fcinfo, &ckpt_select_thread_log, &args, CkptAppendRecord, false);
 }
 
 /* checkpoint_get_head(thread_id text) -> text: the head id, or NULL. */

@@ -16,15 +16,11 @@
 #include "sandbox_persist.h"
 
 /*
- * Which storage layout a SQL function serves. The shared library serves a
- * database still at 0.1.0 or 0.2.0 (its functions name the original symbols)
- * as well as one at 0.3.0 (the *_v3 symbols).
+ * The storage layout the checkpoint functions need: the per-thread
+ * conversation log of 0.3.0 (conversations.c). A database at an older
+ * schema is refused (SpRequireSchema, schema_version.c).
  */
-typedef enum CkptLayout
-{
-	CKPT_LAYOUT_ID_ARRAYS,		/* 0.1.0-0.2.0: checkpoints.conversation bigint[] */
-	CKPT_LAYOUT_LOG				/* 0.3.0: per-thread log, ranges per checkpoint */
-} CkptLayout;
+#define CKPT_LAYOUT_SINCE	"0.3.0"
 
 /* The three writer members the store reads; anything else is ignored. */
 typedef struct CkptWriter
@@ -63,7 +59,7 @@ typedef struct ConvMessages
 	int		   *rawlen;
 } ConvMessages;
 
-/* Where an append or a fork put a conversation (CKPT_LAYOUT_LOG). */
+/* Where an append or a fork put a conversation. */
 typedef struct ConvStored
 {
 	Datum		base;			/* int8multirange kept from the parent ... */
@@ -146,8 +142,8 @@ extern int64 CkptLeaseMs(FunctionCallInfo fcinfo, int argno);
 
 /* checkpoints.c: records and references */
 extern void CkptInsertRefs(const char *checkpoint_id, Datum keys);
-extern Datum CkptRecordById(const char *checkpoint_id, CkptLayout layout, bool read_only,
-							MemoryContext outer, bool *found);
+extern Datum CkptRecordById(const char *checkpoint_id, bool read_only, MemoryContext outer,
+							bool *found);
 
 /* The input of a fork, read once (fork.c); the cross-shard import reads the same. */
 typedef struct ForkInput
@@ -162,9 +158,8 @@ typedef struct ForkInput
 } ForkInput;
 
 /*
- * Where a fork root's conversation comes from: `conversation` is the id array
- * (0.1.0-0.2.0 layout) or log ranges of thread `thread_id` (0.3.0 layout),
- * with its length and digest. A local fork copies those ranges into the
+ * Where a fork root's conversation comes from: `conversation` is the log
+ * ranges of thread `thread_id`, with its length and digest. A local fork copies those ranges into the
  * destination's log; an import has already appended them there (own_block,
  * [block_from, block_to) of the destination's log).
  */
@@ -185,7 +180,7 @@ extern void ForkCheckSourceThread(const ForkInput *in, const char *stored_thread
 extern int64 ForkCheckDestination(FunctionCallInfo fcinfo, int now_argno, const ForkInput *in,
 								  const CkptThread *thread, bool id_taken);
 extern Datum ForkPublish(const ForkInput *in, const CkptEntries *entries, const ForkSource *src,
-						 Datum keys, int64 now, CkptLayout layout, MemoryContext outer);
+						 Datum keys, int64 now, MemoryContext outer);
 extern Datum ForkResult(Datum record);
 
 /* conversations.c: conversation storage */

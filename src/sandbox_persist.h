@@ -49,6 +49,12 @@ typedef enum SpReopenPolicy
 	SP_REOPEN_IF_RUN_ACTIVE
 } SpReopenPolicy;
 
+/*
+ * Raise 55000 (hint: ALTER EXTENSION sandbox_persist UPDATE) when the
+ * database's schema is older than release `since` (schema_version.c).
+ */
+extern void SpRequireSchema(const char *since, const char *function);
+
 /* Current time in epoch milliseconds, honouring an injected clock when allowed. */
 extern int64 SpNowMs(FunctionCallInfo fcinfo, int now_argno);
 

@@ -34,6 +34,8 @@ set -euo pipefail
 # shellcheck disable=SC1091
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib/stores.sh"
+# shellcheck disable=SC1091
+. "$HERE/release_lib.sh"
 FROM=${UPGRADE_FROM:-0.1.0}
 FRESH=sandbox_persist_catalog_fresh
 UPGRADED=sandbox_persist_catalog_upgraded
@@ -47,6 +49,7 @@ drop_all() {
         -c "DROP ROLE IF EXISTS $APP" >/dev/null 2>&1 || true
 }
 cleanup() {
+    release_lib_restore
     drop_all
     if [ -n "${SANDBOX_PERSIST_KEEP_UPGRADE:-}" ]; then echo "outputs kept in $WORK" >&2; else rm -rf "$WORK"; fi
 }
@@ -63,10 +66,42 @@ create_db "$UPGRADED" || fail "could not create $UPGRADED"
 psql_su -c "CREATE ROLE $APP NOLOGIN" || fail "could not create the application role"
 psql -X -q -v ON_ERROR_STOP=1 -d "$FRESH" -c "CREATE EXTENSION sandbox_persist" \
     || fail "CREATE EXTENSION failed"
+# $FROM's own library writes its schema when the current one refuses it (release_lib.sh).
+old_lib=0
+if release_lib_needed "$FROM"; then
+    release_lib_use "$FROM" || fail "the library of $FROM could not be built"
+    old_lib=1
+fi
 psql -X -q -v ON_ERROR_STOP=1 -d "$UPGRADED" -c "CREATE EXTENSION sandbox_persist VERSION '$FROM'" \
     || fail "CREATE EXTENSION ... VERSION '$FROM' failed"
 psql -X -q -d "$UPGRADED" -v t0="$T0" -v app="$APP" -f "$STORES/populate.sql" >"$WORK/populate.out" 2>&1 \
     || { cat "$WORK/populate.out"; fail "populating the $FROM database failed"; }
+release_lib_restore
+
+# SV1/SV2 (docs/architecture.md, "Stable C symbols"): before the update, the
+# current library refuses what needs a newer layout than $FROM's with 55000
+# and the hint to update (SV1), and serves a schema that has it (SV2).
+sv=$(psql -X -A -t -d "$UPGRADED" 2>&1 <<'SQL'
+DO $$
+DECLARE st text; msg text; hint text;
+BEGIN
+    PERFORM sandbox_persist.checkpoint_get('sv-probe');
+    RAISE NOTICE 'sv: served';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT;
+    RAISE NOTICE 'sv: % % / %', st, msg, hint;
+END
+$$;
+SQL
+)
+if [ "$old_lib" = 1 ]; then
+    grep -qF "sv: 55000 the sandbox_persist schema of this database is older than its library / Run ALTER EXTENSION sandbox_persist UPDATE." <<<"$sv" \
+        || fail "SV1 checkpoint_get on a $FROM schema with the current library: $sv"
+    echo "ok SV1 the current library refuses checkpoint_get on a $FROM schema: 55000, hint ALTER EXTENSION sandbox_persist UPDATE"
+else
+    grep -qF "sv: served" <<<"$sv" || fail "SV2 checkpoint_get on a $FROM schema with the current library: $sv"
+    echo "ok SV2 the current library serves checkpoint_get on a $FROM schema (the layout it needs)"
+fi
 psql -X -q -v ON_ERROR_STOP=1 -d "$UPGRADED" -c "ALTER EXTENSION sandbox_persist UPDATE" \
     -c "SELECT sandbox_persist.revoke_app_role('$APP')" -c "DROP OWNED BY $APP" || fail "ALTER EXTENSION sandbox_persist UPDATE failed"
 version=$(ext_version "$FRESH")

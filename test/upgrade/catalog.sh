@@ -26,6 +26,8 @@
 #  3. catalog.sql: every member's owner, ACL, initial privileges, proconfig,
 #     SECURITY DEFINER, definition, columns, constraints, indexes; the
 #     schema's; the tables and sequences registered for pg_dump.
+#  4. (init_privs.sh, IP1-IP4) the initial privileges of both leave nothing
+#     stale after pg_dump/pg_restore, DROP EXTENSION and DROP SCHEMA.
 #
 # Prints one closing line
 #   summary: upgrade catalogs: fresh <v> and <from> updated: <a> dump lines, <b> binary-upgrade dump lines, <c> catalog facts compared, <d> differences
@@ -46,6 +48,7 @@ T0=$(( $(date +%s) * 1000 ))
 
 drop_all() {
     psql_su -c "DROP DATABASE IF EXISTS $FRESH" -c "DROP DATABASE IF EXISTS $UPGRADED" \
+        -c "DROP DATABASE IF EXISTS ${FRESH}_restored" -c "DROP DATABASE IF EXISTS ${UPGRADED}_restored" \
         -c "DROP ROLE IF EXISTS $APP" >/dev/null 2>&1 || true
 }
 cleanup() {
@@ -178,7 +181,17 @@ grep -q 'CREATE FUNCTION sandbox_persist._harden()' "$WORK/binary.$FRESH.sql" ||
 [ "$c" -gt 1000 ] || { errors=$((errors + 1)); echo "catalog.sql gave only $c facts" >&2; }
 differences=$((d1 + d2 + d3 + stray))
 
+# IP1-IP4 (init_privs.sh): the initial privileges _harden() writes leave
+# nothing stale after a dump and restore or DROP EXTENSION, in both databases.
+# shellcheck disable=SC1091
+. "$HERE/init_privs.sh"
+ip_failures=0
+for db in "$FRESH" "$UPGRADED"; do
+    init_privs_check "$db" "$APP" || ip_failures=$((ip_failures + $?))
+done
+errors=$((errors + ip_failures))
+
 elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
 echo "upgrade catalogs: $d1 + $d2 + $d3 differing lines, $stray stray GRANT/REVOKE, $errors errors, ${elapsed} ms"
-echo "summary: upgrade catalogs: fresh $version and $FROM updated: $a dump lines, $b binary-upgrade dump lines, $c catalog facts compared, $differences differences"
+echo "summary: upgrade catalogs: fresh $version and $FROM updated: $a dump lines, $b binary-upgrade dump lines, $c catalog facts compared, $differences differences; initial privileges (IP1-IP4, dump/restore and DROP EXTENSION): $ip_failures failures"
 [ "$differences" -eq 0 ] && [ "$errors" -eq 0 ]

@@ -150,6 +150,10 @@ copy_tree() {
     if git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
         git -C "$ROOT" ls-files -z -c -o --exclude-standard |
             tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$dest"
+        # The chroot has no git history: the sources of the releases whose
+        # libraries the upgrade suite needs go along (test/upgrade/release_lib.sh).
+        bash -c '. "$1/test/upgrade/release_lib.sh" && release_lib_export "$2"' _ "$ROOT" "$dest" \
+            || echo "matrix: could not export the earlier releases' sources" >&2
     else
         # No build output: objects of another major would link into a broken module.
         tar --exclude=./.cluster --exclude=node_modules --exclude='*.o' --exclude='*.so' \

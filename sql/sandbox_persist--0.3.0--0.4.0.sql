@@ -662,6 +662,16 @@ CREATE OR REPLACE FUNCTION sandbox_persist.checkpoint_list(thread_id text) RETUR
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS 'MODULE_PATHNAME', 'checkpoint_list';
 
+------------------------------------------------------------------------------
+-- Table comments that 0.3.0 left describing the 0.2.0 layout (issue 21,
+-- item 8): checkpoints no longer hold message-id arrays, the conversation
+-- log names the messages.
+------------------------------------------------------------------------------
+COMMENT ON TABLE conversation_messages IS
+    'Each distinct conversation message of a checkpoint thread, stored once and keyed by the SHA-256 of its exact text; the thread''s conversation log names these rows by id.';
+COMMENT ON TABLE checkpoints IS
+    'Sandbox checkpoints: parent link, reason, label, canonical file entries and artifacts, and the conversation they captured as ranges of their thread''s conversation log, with its length and digest.';
+
 -- Sections are added above this line, one per change, each opened by a
 -- comment block that says what it changes and why.
 

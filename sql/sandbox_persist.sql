@@ -1762,7 +1762,7 @@ CREATE TABLE sandbox_persist.checkpoints (
     conv_digest bytea NOT NULL
 );
 
-COMMENT ON TABLE sandbox_persist.checkpoints IS 'Sandbox checkpoints: parent link, reason, label, canonical file entries and artifacts, and the ordered ids of the conversation messages they captured.';
+COMMENT ON TABLE sandbox_persist.checkpoints IS 'Sandbox checkpoints: parent link, reason, label, canonical file entries and artifacts, and the conversation they captured as ranges of their thread''s conversation log, with its length and digest.';
 
 -- table conversation_garbage
 CREATE TABLE sandbox_persist.conversation_garbage (
@@ -1789,7 +1789,7 @@ CREATE TABLE sandbox_persist.conversation_messages (
     body text NOT NULL
 );
 
-COMMENT ON TABLE sandbox_persist.conversation_messages IS 'Each distinct conversation message of a checkpoint thread, stored once and keyed by the SHA-256 of its exact text; checkpoints refer to these rows by id.';
+COMMENT ON TABLE sandbox_persist.conversation_messages IS 'Each distinct conversation message of a checkpoint thread, stored once and keyed by the SHA-256 of its exact text; the thread''s conversation log names these rows by id.';
 
 -- sequence conversation_messages_message_id_seq
 ALTER TABLE sandbox_persist.conversation_messages ALTER COLUMN message_id ADD GENERATED ALWAYS AS IDENTITY (

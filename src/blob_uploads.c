@@ -85,7 +85,7 @@ BlobUploadNotFound(const char *upload_id)
 static char *
 BlobUploadIdArg(FunctionCallInfo fcinfo, int argno)
 {
-	char	   *id = CheckIdArg(fcinfo, argno, "upload_id", SP_ID_MAX_BYTES);
+	char	   *id = SpCheckIdArg(fcinfo, argno, "upload_id", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
 
 	if (!SpIsUuid(id))
 		BlobUploadNotFound(id);
@@ -105,20 +105,20 @@ BlobLockUpload(const char *upload_id, BlobUpload *up)
 	if (SpExec(&upload_lock, &args, false, 1) != 1)
 		BlobUploadNotFound(upload_id);
 	up->upload_id = (char *) upload_id;
-	up->key = SpGetText(0, 1);
-	SpGetInt64(0, 2, &up->version);
+	up->key = SpGetText(0, SpColumn("blob_key"));
+	SpGetInt64(0, SpColumn("version"), &up->version);
 	memset(&up->opts, 0, sizeof(BlobOptions));
-	up->opts.content_type = SpGetText(0, 3);
-	if ((meta = SpGetText(0, 4)) != NULL)
+	up->opts.content_type = SpGetText(0, SpColumn("content_type"));
+	if ((meta = SpGetText(0, SpColumn("custom_metadata"))) != NULL)
 	{
 		up->opts.custom_metadata = meta;
 		up->opts.custom_metadata_len = strlen(meta);
 	}
-	SpGetInt64(0, 5, &up->received);
+	SpGetInt64(0, SpColumn("received"), &up->received);
 	up->tail = DatumGetByteaPCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-												6, &isnull));
-	up->chunk_size = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-												 SPI_tuptable->tupdesc, 7, &isnull));
+												SpColumn("tail"), &isnull));
+	up->chunk_size = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+												 SpColumn("chunk_size"), &isnull));
 }
 
 /* Record progress: bytes received, the new tail and the activity time. Inside SPI. */
@@ -194,8 +194,8 @@ blob_upload_append(PG_FUNCTION_ARGS)
 	int64		full;
 	StringInfoData result;
 
-	CheckArgNotNull(fcinfo, 1, "at_offset", NULL);
-	CheckArgNotNull(fcinfo, 2, "bytes", NULL);
+	SpCheckArgNotNull(fcinfo, 1, "at_offset", NULL, SP_CHECK_PLAIN);
+	SpCheckArgNotNull(fcinfo, 2, "bytes", NULL, SP_CHECK_PLAIN);
 	at_offset = PG_GETARG_INT64(1);
 	piece = PG_GETARG_BYTEA_PP(2);
 	piece_len = VARSIZE_ANY_EXHDR(piece);

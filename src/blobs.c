@@ -114,7 +114,7 @@ blob_put(PG_FUNCTION_ARGS)
 
 	SpRequireSchema(BLOB_LAYOUT_SINCE, "blob_put");
 	key = BlobCheckKeyArg(fcinfo, 0);
-	CheckArgNotNull(fcinfo, 1, "body", "An empty object is an empty bytea, not NULL.");
+	SpCheckArgNotNull(fcinfo, 1, "body", "An empty object is an empty bytea, not NULL.", SP_CHECK_PLAIN);
 	body = PG_GETARG_BYTEA_PP(1);
 	size = VARSIZE_ANY_EXHDR(body);
 	BlobReadOptions(fcinfo, 2, &opts);
@@ -401,7 +401,7 @@ blob_list(PG_FUNCTION_ARGS)
 {
 	char	   *prefix = PG_ARGISNULL(0) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(0));
 	char	   *cursor = PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1));
-	int64		limit = CheckRowLimitArg(fcinfo, 2, "page_limit", SP_NO_ROW_LIMIT);
+	int64		limit = SpCheckRowLimitArg(fcinfo, 2, "page_limit", SP_NO_ROW_LIMIT);
 	MemoryContext outer = CurrentMemoryContext;
 	MemoryContext spi;
 	StringInfoData buf;

@@ -267,7 +267,7 @@ checkpoint_append(PG_FUNCTION_ARGS)
 		"id", "threadId", "parentCheckpointId", "createdAt", "reason", "label",
 		"sourceRunId", "files", "artifacts"
 	};
-	SpJson	   *input = CkptInputArg(fcinfo, 0, "input");
+	SpJson	   *input = SpCheckJsonKindArg(fcinfo, 0, "input", SPJ_OBJECT, "an object", SP_CHECK_CKPT_ID);
 	SpJson	   *top[lengthof(top_names)];
 	SpJson	   *c[lengthof(names)];
 	SpJson		empty = {SPJ_OBJECT};
@@ -296,13 +296,13 @@ checkpoint_append(PG_FUNCTION_ARGS)
 			   names, lengthof(names), c);
 
 	/* 1. identifiers */
-	thread_id = CkptCheckId(c[1], "checkpoint.threadId");
+	thread_id = SpCheckIdJson(c[1], "checkpoint.threadId", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
 	writer_thread = CkptReadWriterThread(top[2]);
-	checkpoint_id = CkptCheckId(c[0], "checkpoint.id");
+	checkpoint_id = SpCheckIdJson(c[0], "checkpoint.id", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
 	if (top[1] == NULL || top[1]->kind != SPJ_NULL)
-		expected_head = CkptCheckId(top[1], "expectedHeadId");
+		expected_head = SpCheckIdJson(top[1], "expectedHeadId", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
 	if (c[2] != NULL && c[2]->kind != SPJ_NULL)
-		parent_id = CkptCheckId(c[2], "checkpoint.parentCheckpointId");
+		parent_id = SpCheckIdJson(c[2], "checkpoint.parentCheckpointId", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
 
 	/* 2. the writer must belong to the checkpoint's thread */
 	CkptRequireWriterThread(writer_thread, thread_id);
@@ -314,10 +314,10 @@ checkpoint_append(PG_FUNCTION_ARGS)
 				 ("invalid checkpoint"),
 				 "checkpoint must be an object.");
 	CkptMembers(top[0], names, lengthof(names), c, "a checkpoint");
-	created_at = CkptCheckCreatedAt(c[3], "createdAt");
-	reason = CkptEntryText(c[4], "reason", true);
-	label = CkptEntryText(c[5], "label", false);
-	source_run = CkptEntryText(c[6], "sourceRunId", false);
+	created_at = SpCheckNumberJson(c[3], "createdAt", SP_CHECK_CKPT_ENTRY);
+	reason = SpCheckStringJson(c[4], "reason", true, -1, SP_CHECK_CKPT_ENTRY);
+	label = SpCheckStringJson(c[5], "label", false, -1, SP_CHECK_CKPT_ENTRY);
+	source_run = SpCheckStringJson(c[6], "sourceRunId", false, -1, SP_CHECK_CKPT_ENTRY);
 	CkptValidateFiles(c[7], &entries);
 	CkptValidateArtifacts(c[8], &entries);
 	ConvSplit(fcinfo, 1, &msgs);
@@ -395,7 +395,7 @@ Datum
 checkpoint_delete_head(PG_FUNCTION_ARGS)
 {
 	static const char *const names[] = {"threadId", "checkpointId", "writer"};
-	SpJson	   *input = CkptInputArg(fcinfo, 0, "input");
+	SpJson	   *input = SpCheckJsonKindArg(fcinfo, 0, "input", SPJ_OBJECT, "an object", SP_CHECK_CKPT_ID);
 	SpJson	   *m[lengthof(names)];
 	char	   *thread_id;
 	char	   *checkpoint_id;
@@ -407,8 +407,8 @@ checkpoint_delete_head(PG_FUNCTION_ARGS)
 
 	SpRequireSchema(CKPT_LAYOUT_SINCE, "checkpoint_delete_head");
 	CkptLookup(input, names, lengthof(names), m);
-	thread_id = CkptCheckId(m[0], "threadId");
-	checkpoint_id = CkptCheckId(m[1], "checkpointId");
+	thread_id = SpCheckIdJson(m[0], "threadId", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
+	checkpoint_id = SpCheckIdJson(m[1], "checkpointId", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
 	writer_thread = CkptReadWriterThread(m[2]);
 	CkptRequireWriterThread(writer_thread, thread_id);
 	CkptMembers(input, names, lengthof(names), m, "checkpoint deleteHead input");
@@ -448,7 +448,7 @@ checkpoint_get(PG_FUNCTION_ARGS)
 	bool		found;
 
 	SpRequireSchema(CKPT_LAYOUT_SINCE, "checkpoint_get");
-	checkpoint_id = CkptCheckIdArg(fcinfo, 0, "checkpoint_id");
+	checkpoint_id = SpCheckIdArg(fcinfo, 0, "checkpoint_id", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
 	SPI_connect();
 	result = CkptRecordById(checkpoint_id, true, outer, &found);
 	SPI_finish();
@@ -465,7 +465,7 @@ checkpoint_list(PG_FUNCTION_ARGS)
 	SpArgs		args;
 
 	SpRequireSchema(CKPT_LAYOUT_SINCE, "checkpoint_list");
-	thread_id = CkptCheckIdArg(fcinfo, 0, "thread_id");
+	thread_id = SpCheckIdArg(fcinfo, 0, "thread_id", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
 	SpArgsInit(&args);
 	SpArgText(&args, thread_id);
 	return SpReadJson(fcinfo, &ckpt_select_thread_log, &args, CkptAppendRecord, false);
@@ -475,7 +475,7 @@ checkpoint_list(PG_FUNCTION_ARGS)
 Datum
 checkpoint_get_head(PG_FUNCTION_ARGS)
 {
-	char	   *thread_id = CkptCheckIdArg(fcinfo, 0, "thread_id");
+	char	   *thread_id = SpCheckIdArg(fcinfo, 0, "thread_id", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
 	MemoryContext outer = CurrentMemoryContext;
 	char	   *head = NULL;
 	SpArgs		args;

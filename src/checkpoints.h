@@ -82,44 +82,10 @@ typedef struct ConvStored
 	"   JOIN sandbox_persist.conversation_messages m ON m.message_id = l.message_id)"
 
 /*
- * Checkpoint input checks: the validator family (validate.c) with the
- * checkpoint policies, so every problem is SP007 (identifiers) or SP008.
+ * Checkpoint input is checked by the validator family (validate.c) with the
+ * checkpoint policies, so every problem is SP007 (SP_CHECK_CKPT_ID, for
+ * identifiers, with SP_ID_MAX_BYTES) or SP008 (SP_CHECK_CKPT_ENTRY).
  */
-
-/* Read an identifier field of checkpoint input; every problem is INVALID_ID. */
-static inline char *
-CkptCheckId(const SpJson *node, const char *field)
-{
-	return SpCheckIdJson(node, field, SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
-}
-
-/* Read an identifier argument of type text; SQL NULL is INVALID_ID too. */
-static inline char *
-CkptCheckIdArg(FunctionCallInfo fcinfo, int argno, const char *name)
-{
-	return SpCheckIdArg(fcinfo, argno, name, SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
-}
-
-/* Read a json input argument; SQL NULL or a non-object has no identifiers. */
-static inline SpJson *
-CkptInputArg(FunctionCallInfo fcinfo, int argno, const char *name)
-{
-	return SpCheckJsonKindArg(fcinfo, argno, name, SPJ_OBJECT, "an object", SP_CHECK_CKPT_ID);
-}
-
-/* Read a createdAt that must be a finite JSON number (else INVALID_ENTRY). */
-static inline double
-CkptCheckCreatedAt(const SpJson *node, const char *field)
-{
-	return SpCheckNumberJson(node, field, SP_CHECK_CKPT_ENTRY);
-}
-
-/* Read a text field of the header (INVALID_ENTRY); optional ones give NULL when absent or null. */
-static inline char *
-CkptEntryText(const SpJson *node, const char *field, bool required)
-{
-	return SpCheckStringJson(node, field, required, -1, SP_CHECK_CKPT_ENTRY);
-}
 
 /* checkpoint_entries.c: member lookups and entries of checkpoint input */
 extern void CkptLookup(const SpJson *obj, const char *const *names, int nnames,

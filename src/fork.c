@@ -120,17 +120,17 @@ ForkReadInput(FunctionCallInfo fcinfo, int now_argno, ForkInput *in)
 		"sourceThreadId", "sourceCheckpointId", "destinationThreadId",
 		"destinationCheckpointId", "createdAt", "writer"
 	};
-	SpJson	   *input = CkptInputArg(fcinfo, 0, "input");
+	SpJson	   *input = SpCheckJsonKindArg(fcinfo, 0, "input", SPJ_OBJECT, "an object", SP_CHECK_CKPT_ID);
 	SpJson	   *m[lengthof(names)];
 
 	CkptLookup(input, names, lengthof(names), m);
-	in->source_thread = CkptCheckId(m[0], "sourceThreadId");
-	in->source_id = CkptCheckId(m[1], "sourceCheckpointId");
-	in->dest_thread = CkptCheckId(m[2], "destinationThreadId");
-	in->dest_id = CkptCheckId(m[3], "destinationCheckpointId");
+	in->source_thread = SpCheckIdJson(m[0], "sourceThreadId", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
+	in->source_id = SpCheckIdJson(m[1], "sourceCheckpointId", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
+	in->dest_thread = SpCheckIdJson(m[2], "destinationThreadId", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
+	in->dest_id = SpCheckIdJson(m[3], "destinationCheckpointId", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
 	in->writer_thread = CkptReadWriterThread(m[5]);
 	CkptMembers(input, names, lengthof(names), m, "checkpoint fork input");
-	in->created_at = CkptCheckCreatedAt(m[4], "createdAt");
+	in->created_at = SpCheckNumberJson(m[4], "createdAt", SP_CHECK_CKPT_ENTRY);
 	CkptReadWriterLease(m[5], &in->writer);
 	(void) SpNowMs(fcinfo, now_argno);	/* refuse a disallowed clock before locking */
 

@@ -14,8 +14,12 @@
 #                          one is saved and put back by release_lib_restore,
 #                          which the caller's EXIT trap must also call
 #   release_lib_restore    put the saved current library back
+#   release_lib_export DIR write the sources of every release the current
+#                          library refuses into DIR/.release-src/V/ (for a
+#                          copy of the tree without git history: make test-matrix)
 # The commit that released V is the parent of the first commit that added an
-# upgrade script from V (sql/sandbox_persist--V--*.sql).
+# upgrade script from V (sql/sandbox_persist--V--*.sql); without git history,
+# .release-src/V/ (release_lib_export) is the source.
 RELEASE_LIB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 RELEASE_LIB_CACHE=${RELEASE_LIB_CACHE:-$RELEASE_LIB_ROOT/.release-libs}
 RELEASE_LIB_PKGLIB=$("${PG_CONFIG:-pg_config}" --pkglibdir)
@@ -41,12 +45,20 @@ release_lib_commit() {
 }
 
 release_lib_use() {
-    local v=$1 commit dir
-    commit=$(release_lib_commit "$v") || { echo "release_lib: no commit released $v" >&2; return 1; }
+    local v=$1 commit dir src=$RELEASE_LIB_ROOT/.release-src/$1
+    if [ -d "$src" ]; then
+        commit=$(cat "$src/.commit" 2>/dev/null || echo exported)
+    else
+        commit=$(release_lib_commit "$v") || { echo "release_lib: no commit released $v" >&2; return 1; }
+    fi
     dir=$RELEASE_LIB_CACHE/$v-${commit:0:12}-$("${PG_CONFIG:-pg_config}" --version | tr -cd '0-9.')
     if [ ! -f "$dir/sandbox_persist.so" ]; then
         rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
-        git -C "$RELEASE_LIB_ROOT" archive "$commit" | tar -x -C "$dir.tmp" || return 1
+        if [ -d "$src" ]; then
+            cp -a "$src/." "$dir.tmp/" || return 1
+        else
+            git -C "$RELEASE_LIB_ROOT" archive "$commit" | tar -x -C "$dir.tmp" || return 1
+        fi
         make -s -C "$dir.tmp" -j2 >"$dir.tmp/build.log" 2>&1 \
             || { tail -n 30 "$dir.tmp/build.log" >&2; echo "release_lib: building $v ($commit) failed" >&2; return 1; }
         rm -rf "$dir" && mv "$dir.tmp" "$dir"
@@ -64,4 +76,17 @@ release_lib_restore() {
     install -m 755 "$RELEASE_LIB_SAVED" "$RELEASE_LIB_PKGLIB/sandbox_persist.so"
     rm -f "$RELEASE_LIB_SAVED"
     RELEASE_LIB_SAVED=
+}
+
+release_lib_export() {
+    local dest=$1 v commit
+    for v in $(for f in "$RELEASE_LIB_ROOT"/sql/sandbox_persist--*--*.sql; do
+                   f=$(basename "$f" .sql); f=${f#sandbox_persist--}; echo "${f%%--*}"
+               done | sort -uV); do
+        release_lib_needed "$v" || continue
+        commit=$(release_lib_commit "$v") || return 1
+        rm -rf "$dest/.release-src/$v" && mkdir -p "$dest/.release-src/$v"
+        git -C "$RELEASE_LIB_ROOT" archive "$commit" | tar -x -C "$dest/.release-src/$v" || return 1
+        echo "$commit" >"$dest/.release-src/$v/.commit"
+    done
 }

@@ -7,8 +7,10 @@
 #   make test-ha  the high-availability suite alone, long mode (Patroni, etcd, HAProxy)
 #   make installcheck-conformance  the pgTAP conformance suites against an existing
 #               database (PG* variables or CONFORMANCE_DB=URL), its data untouched
-#   make deb    Debian packages postgresql-NN-sandbox-persist into dist/deb/ (+ lintian)
-#   make test-packaging  the .deb installed into a clean bookworm chroot, upgraded from 0.3.0's (root)
+#   make deb    Debian packages postgresql-NN-sandbox-persist into dist/deb/ (+ lintian);
+#               PG_MAJORS="15 17 18": 17 and 18 built in the trixie and sid chroots (root)
+#   make test-packaging  the .deb installed into a clean chroot, upgraded from 0.3.0's (root);
+#               PG_MAJORS="15 17 18" for each major on its release (default 15)
 #   make dist   the PGXN zip (git archive), the adapter's .tgz and SHA256SUMS into dist/
 #   make bench  benchmarks against baselines into bench/results/ (QUICK=1: a short run)
 # SANDBOX_PERSIST_CPU_HOG=N with test, test-shards or torture: N busy processes for the
@@ -98,7 +100,12 @@ $(DATA_built): sql/$(EXTENSION).sql $(EXTENSION).control
 # changed struct or constant never leaves a stale object behind.
 $(OBJS): $(wildcard $(srcdir)/src/*.h)
 
-.PHONY: deps run stop test test-matrix test-shards test-pitr test-ha torture bench installcheck-conformance deb dist test-packaging
+# The Node adapter's SQLSTATE table, generated from src/errors.h (checked in;
+# the vocabulary suite fails when it is stale).
+error-codes:
+	bash scripts/gen_error_codes.sh
+
+.PHONY: error-codes deps run stop test test-matrix test-shards test-pitr test-ha torture bench installcheck-conformance deb dist test-packaging
 deps:
 	bash scripts/deps.sh
 run:

@@ -306,7 +306,8 @@ BEGIN
     IF now_ms IS NOT NULL
        AND NOT coalesce(pg_catalog.current_setting('sandbox_persist.allow_client_clock', true)::boolean, true) THEN
         RAISE EXCEPTION 'now_ms is not allowed' USING ERRCODE = 'SP901',
-            DETAIL = 'CLIENT_CLOCK_NOT_ALLOWED: The client clock is honoured only while sandbox_persist.allow_client_clock is on.';
+            DETAIL = 'The client clock is honoured only while sandbox_persist.allow_client_clock is on.',
+            HINT = 'Omit now_ms, or have a superuser turn on sandbox_persist.allow_client_clock (tests only).';
     END IF;
 END
 $$;

@@ -38,8 +38,9 @@ $$;
 -- nested inside its RUN ON expression, and the run look-up is one), calls the
 -- inner function (_on_*: one partition; _all_*: every partition, then the
 -- merge; _custom_*: router/custom.sql), and re-raises a shard's error as the
--- shard raised it: PL/Proxy keeps the SQLSTATE but prefixes the message and
--- detail, and clients read both (the code name opens the detail). A function
+-- shard raised it: PL/Proxy keeps the SQLSTATE but prefixes the message,
+-- detail and hint, and clients read all three (the SQLSTATE names the code,
+-- the detail and hint are sentences). A function
 -- with a now_ms argument first applies the router's client clock gate
 -- (_check_client_clock in router/base.sql).
 SELECT format(

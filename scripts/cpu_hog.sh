@@ -42,12 +42,14 @@ cpu_hog_stop() {
 # The caller sets stop_cluster=1 once it has started the throwaway cluster.
 stop_cluster=""
 
-# run_guard_on_exit: the EXIT trap: stop the hogs, and the cluster when asked.
+# run_guard_on_exit: the EXIT trap: stop the hogs, the background suites
+# (scripts/suites.sh) and the cluster when asked.
 run_guard_on_exit() {
     # A second INT or TERM (make passes one on to its child after the one the
     # process group got) must not cut the clean-up short.
     trap '' INT TERM
     cpu_hog_stop
+    if declare -F suites_stop_background >/dev/null; then suites_stop_background; fi
     [ -z "$stop_cluster" ] || bash "$ROOT/scripts/cluster.sh" stop
 }
 

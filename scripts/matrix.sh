@@ -33,8 +33,9 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 
 MATRIX=${SANDBOX_PERSIST_MATRIX:-trixie:17 sid:18}
-CHROOTS=${SANDBOX_PERSIST_CHROOTS:-/var/cache/sandbox_persist/chroots}
-MIRROR=${SANDBOX_PERSIST_MIRROR:-http://deb.debian.org/debian}
+# CHROOTS, MIRROR, ensure_chroot, mount_chroot, umount_chroots.
+# shellcheck source=scripts/chroots.sh
+. "$ROOT/scripts/chroots.sh"
 PORT=${SANDBOX_PERSIST_PORT:-54329}
 # The SQL suites run inside the chroot, the Node-based ones from the host.
 CHROOT_SUITES="regress pgtap backup upgrade broken_build vocabulary"
@@ -56,7 +57,7 @@ for entry in $MATRIX; do
     fi
 done
 
-mounts=()       # mount points to undo on exit, in the order they were made
+mounts=()       # mount points to undo on exit, in the order they were made (mount_chroot)
 cluster_root=   # the chroot whose cluster is running, if any
 logs=$(mktemp -d)
 
@@ -83,19 +84,7 @@ cleanup_mounts() {
         in_chroot "$cluster_root" bash -c "cd $BUILD && bash scripts/cluster.sh stop" || true
         cluster_root=
     fi
-    local i
-    for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do
-        umount "${mounts[i]}" 2>/dev/null || umount -l "${mounts[i]}" || true
-    done
-    mounts=()
-}
-
-# ensure_debootstrap: install debootstrap on the host when it is missing.
-ensure_debootstrap() {
-    command -v debootstrap >/dev/null 2>&1 && return 0
-    echo "matrix: installing debootstrap"
-    DEBIAN_FRONTEND=noninteractive apt-get update -q &&
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap
+    umount_chroots
 }
 
 # ensure_host_clients: psql and Node.js on the host, for the suites run from there.
@@ -107,39 +96,6 @@ ensure_host_clients() {
     echo "matrix: installing on the host: ${missing[*]}"
     DEBIAN_FRONTEND=noninteractive apt-get update -q &&
         DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
-}
-
-# ensure_chroot SUITE DIR: a complete minbase chroot of SUITE in DIR, configured for apt.
-ensure_chroot() {
-    local suite=$1 dir=$2
-    # debootstrap removes DIR/debootstrap when it finishes; a leftover one is a broken run.
-    if [ ! -x "$dir/usr/bin/apt-get" ] || [ -d "$dir/debootstrap" ]; then
-        ensure_debootstrap || return 1
-        rm -rf "$dir"
-        mkdir -p "$CHROOTS"
-        echo "matrix: debootstrap $suite into $dir"
-        debootstrap --variant=minbase "$suite" "$dir" "$MIRROR" >"$logs/debootstrap-$suite.log" 2>&1 \
-            || { tail -20 "$logs/debootstrap-$suite.log"; return 1; }
-    fi
-    # sid's Release file may be past its Valid-Until; no recommends keeps it small.
-    cat >"$dir/etc/apt/apt.conf.d/99sandbox_persist" <<'APT'
-Acquire::Check-Valid-Until "false";
-APT::Install-Recommends "false";
-APT
-    # No service may start inside the chroot, and no default cluster is made.
-    printf '#!/bin/sh\nexit 101\n' >"$dir/usr/sbin/policy-rc.d"
-    chmod 755 "$dir/usr/sbin/policy-rc.d"
-    mkdir -p "$dir/etc/postgresql-common"
-    echo "create_main_cluster = false" >"$dir/etc/postgresql-common/createcluster.conf"
-    cp -L /etc/resolv.conf "$dir/etc/resolv.conf" 2>/dev/null || true
-}
-
-# mount_chroot DIR: /proc, a private /dev/shm (PostgreSQL's dynamic shared memory) and /dev/pts.
-mount_chroot() {
-    local dir=$1
-    mount -t proc proc "$dir/proc" && mounts+=("$dir/proc") || return 1
-    mount -t tmpfs -o mode=1777 shm "$dir/dev/shm" && mounts+=("$dir/dev/shm") || return 1
-    mount -t devpts -o newinstance,ptmxmode=0666,mode=620 devpts "$dir/dev/pts" && mounts+=("$dir/dev/pts") || return 1
 }
 
 # copy_tree DIR: the working tree (tracked and new files, edits included) to DIR/$BUILD.

@@ -89,6 +89,9 @@ pgtap() {
 # chosen NAME: is suite NAME among SANDBOX_PERSIST_SUITES?
 chosen() { [[ "$SUITES" == *" $1 "* ]]; }
 
+# First, and beside the rest: it waits two of pg_cron's minutes on a cluster of its own.
+chosen cron_unreachable && run_suite_background "maintenance pg_cron cannot run is reported (own cluster, pg_hba)" \
+    bash test/scripts/cron_unreachable.sh
 chosen regress && run_suite "pg_regress and isolation specs" regress
 chosen pgtap && run_suite "pgTAP suites" pgtap
 chosen node && run_suite "Node adapter (clients/node)" bash clients/node/test.sh
@@ -110,7 +113,5 @@ chosen packaging && run_suite "Debian package in a clean chroot" bash test/packa
 chosen file_cycles && run_suite "no two C files call each other in a loop" bash test/scripts/file_cycles.sh
 chosen monitoring && run_suite "Prometheus: exporter scrape against overview, alert rules" bash test/monitoring/run.sh
 chosen pitr && run_suite "point-in-time recovery with pgBackRest, standby rebuild" bash test/pitr/run.sh
-chosen cron_unreachable && run_suite "maintenance pg_cron cannot run is reported (own cluster, pg_hba)" \
-    bash test/scripts/cron_unreachable.sh
 
 suites_close

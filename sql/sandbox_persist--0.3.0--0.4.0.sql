@@ -482,7 +482,8 @@ BEGIN
     IF missing IS NOT NULL THEN
         RAISE EXCEPTION 'thread import blob missing on the destination shard'
             USING ERRCODE = 'SP015',
-                  DETAIL = format('SANDBOX_SNAPSHOT_FORK_BLOB_MISSING: Thread "%s" references blobs this shard does not hold: %s.', t, missing);
+                  DETAIL = format('Thread "%s" references blobs this shard does not hold: %s.', t, missing),
+                  HINT = 'Copy the missing blobs to this shard first, then import the thread again.';
     END IF;
 
     -- a tombstone of an earlier move out of this shard gives way
@@ -612,6 +613,14 @@ $$;
 COMMENT ON FUNCTION event_log_append(text, json, json) IS
     'Durable event log append: adds the chunks array to the log of run_id; options {producerId, producerSeq, fenceEpoch?, withDigests?} make it idempotent and fenced (SP403, SP404). Returns the sequence numbers given, or [{seq, digest}] with withDigests.';
 
+-- * Run-claim epochs carry the timeline (docs/contract/failover.md §1,
+--   cases T23, T24): run_claim sets driverEpoch to
+--   max(driverEpoch + 1, (timeline - 1) * 2^40 + 1), like a writer fence,
+--   so an epoch claimed in a window an asynchronous failover lost is never
+--   claimed again. Only the library and this description change.
+COMMENT ON FUNCTION run_claim(text) IS
+    'Claim step of withRunClaim: raises driverEpoch of an unfinished run to max(driverEpoch + 1, (timeline - 1) * 2^40 + 1) and returns {outcome: claimed, epoch, threadId}, or {outcome: unknown | terminal} with nothing changed. Call it under the run-driver:<runId> lock.';
+
 ------------------------------------------------------------------------------
 -- Stable C symbols (issue 21, item 2; docs/architecture.md, "Stable C
 -- symbols"). 0.3.0 pointed eight functions at *_v3 symbols, the C code
@@ -671,6 +680,21 @@ COMMENT ON TABLE conversation_messages IS
     'Each distinct conversation message of a checkpoint thread, stored once and keyed by the SHA-256 of its exact text; the thread''s conversation log names these rows by id.';
 COMMENT ON TABLE checkpoints IS
     'Sandbox checkpoints: parent link, reason, label, canonical file entries and artifacts, and the conversation they captured as ranges of their thread''s conversation log, with its length and digest.';
+
+
+------------------------------------------------------------------------------
+-- The SQLSTATE is the key (issue 21 item 3). A class-SP error's DETAIL no
+-- longer starts with its code name: the SQLSTATE names the code, through the
+-- one error table of src/errors.h, which error_codes() shows in SQL (and
+-- scripts/gen_error_codes.sh writes into the Node adapter). The error's HINT,
+-- from the same table, says what the caller can do. _thread_import above
+-- raises SP015 this way.
+------------------------------------------------------------------------------
+CREATE FUNCTION error_codes() RETURNS json
+    AS 'MODULE_PATHNAME', 'error_codes' LANGUAGE C IMMUTABLE PARALLEL SAFE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION error_codes() IS
+    'The error table of src/errors.h: a json array of {sqlstate, codeName, hint}, one entry per class-SP SQLSTATE with its contract code name and the hint its errors carry (null when only the input can be fixed).';
 
 -- Sections are added above this line, one per change, each opened by a
 -- comment block that says what it changes and why.

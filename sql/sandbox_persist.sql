@@ -560,7 +560,8 @@ BEGIN
     IF missing IS NOT NULL THEN
         RAISE EXCEPTION 'thread import blob missing on the destination shard'
             USING ERRCODE = 'SP015',
-                  DETAIL = format('SANDBOX_SNAPSHOT_FORK_BLOB_MISSING: Thread "%s" references blobs this shard does not hold: %s.', t, missing);
+                  DETAIL = format('Thread "%s" references blobs this shard does not hold: %s.', t, missing),
+                  HINT = 'Copy the missing blobs to this shard first, then import the thread again.';
     END IF;
 
     -- a tombstone of an earlier move out of this shard gives way
@@ -1039,6 +1040,14 @@ CREATE FUNCTION sandbox_persist.checkpoint_renew_writer(writer json, lease_ms bi
     AS 'MODULE_PATHNAME', 'checkpoint_renew_writer';
 
 COMMENT ON FUNCTION sandbox_persist.checkpoint_renew_writer(writer json, lease_ms bigint, now_ms bigint) IS 'Checkpoint store: extends the lease of writer by lease_ms and returns {expiresAt}; SP006 once it is lost.';
+
+-- function error_codes()
+CREATE FUNCTION sandbox_persist.error_codes() RETURNS json
+    LANGUAGE c IMMUTABLE SECURITY DEFINER PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'error_codes';
+
+COMMENT ON FUNCTION sandbox_persist.error_codes() IS 'The error table of src/errors.h: a json array of {sqlstate, codeName, hint}, one entry per class-SP SQLSTATE with its contract code name and the hint its errors carry (null when only the input can be fixed).';
 
 -- function event_log_append(text, json, json)
 CREATE FUNCTION sandbox_persist.event_log_append(run_id text, chunks json, options json DEFAULT NULL::json) RETURNS json
@@ -1521,7 +1530,7 @@ CREATE FUNCTION sandbox_persist.run_claim(run_id text) RETURNS json
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS 'MODULE_PATHNAME', 'run_claim';
 
-COMMENT ON FUNCTION sandbox_persist.run_claim(run_id text) IS 'Claim step of withRunClaim: bumps driverEpoch of an unfinished run and returns {outcome: claimed, epoch, threadId}, or {outcome: unknown | terminal} with nothing changed. Call it under the run-driver:<runId> lock.';
+COMMENT ON FUNCTION sandbox_persist.run_claim(run_id text) IS 'Claim step of withRunClaim: raises driverEpoch of an unfinished run to max(driverEpoch + 1, (timeline - 1) * 2^40 + 1) and returns {outcome: claimed, epoch, threadId}, or {outcome: unknown | terminal} with nothing changed. Call it under the run-driver:<runId> lock.';
 
 -- function run_create_or_resume(json)
 CREATE FUNCTION sandbox_persist.run_create_or_resume(input json) RETURNS json

@@ -5,8 +5,14 @@
  * one statement, for applications that supply their own claim function. It
  * must still be called under the run-driver:<runId> lock.
  *
+ * A claim epoch is a fence (docs/contract/failover.md §1): it carries the
+ * timeline like writer and lock fences, max(epoch + 1, floor + 1) with the
+ * floor of SpFenceFloor(), so an epoch claimed in a window an asynchronous
+ * failover lost is never claimed again on the promoted standby.
+ *
  * Locking: the UPDATE locks the run row, so two claimers serialise and get
- * consecutive epochs; a terminal or unknown run is left untouched.
+ * consecutive epochs (the second re-evaluates the SET on the first's row,
+ * also on a new timeline); a terminal or unknown run is left untouched.
  */
 #include "postgres.h"
 
@@ -18,10 +24,11 @@
 PG_FUNCTION_INFO_V1(run_claim);
 
 static SpQuery claim_bump = {
-	"UPDATE sandbox_persist.runs SET driver_epoch = coalesce(driver_epoch, 0) + 1, changed_at = $2"
+	"UPDATE sandbox_persist.runs"
+	" SET driver_epoch = greatest(coalesce(driver_epoch, 0) + 1, $3 + 1), changed_at = $2"
 	" WHERE run_id = $1 AND status IN " SP_SQL_RUN_UNFINISHED
 	" RETURNING driver_epoch, thread_id",
-	2, {TEXTOID, INT8OID}
+	3, {TEXTOID, INT8OID, INT8OID}
 };
 
 static SpQuery claim_exists = {
@@ -31,7 +38,7 @@ static SpQuery claim_exists = {
 
 /*
  * run_claim(run_id text) -> json: {outcome:'claimed', epoch, threadId} after
- * bumping driverEpoch, or {outcome:'unknown'} / {outcome:'terminal'} with
+ * bumping driverEpoch past the timeline's floor, or {outcome:'unknown'} / {outcome:'terminal'} with
  * nothing changed.
  */
 Datum
@@ -42,17 +49,20 @@ run_claim(PG_FUNCTION_ARGS)
 	MemoryContext spi;
 	StringInfoData buf;
 	SpArgs		args;
+	int64		fence_floor = SpFenceFloor();	/* 25006 on a standby, 54000 past 8192 */
 
 	SPI_connect();
 	SpArgsInit(&args);
 	SpArgText(&args, run_id);
 	SpArgInt64(&args, SpNowMs(fcinfo, -1));
+	SpArgInt64(&args, fence_floor);
 	spi = CurrentMemoryContext;
 	if (SpExec(&claim_bump, &args, false, 0) == 1)
 	{
 		int64		epoch = 0;
 
 		SpGetInt64(0, SpColumn("driver_epoch"), &epoch);
+		SpCheckFence(epoch);	/* past 2^53 - 1: 54000, the claim rolls back */
 		MemoryContextSwitchTo(outer);
 		initStringInfo(&buf);
 		appendStringInfo(&buf, "{\"outcome\":\"claimed\",\"epoch\":" INT64_FORMAT ",\"threadId\":",

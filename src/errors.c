@@ -3,22 +3,30 @@
  *
  * The error table of docs/contract/README.md §4.2 (SP_ERROR_TABLE in
  * errors.h: every contract error code, its SQLSTATE in the
- * implementation-defined class SP, and its name) expanded into a lookup
- * array, and the errcode/errdetail helpers that use it. No locking.
+ * implementation-defined class SP, its name and its hint) expanded into a
+ * lookup array, and the errcode/errdetail helpers that use it. The SQLSTATE
+ * is the key clients read; the detail carries no code name. error_codes()
+ * shows the table in SQL. No locking.
  */
 #include "postgres.h"
 
+#include "fmgr.h"
 #include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
 
 #include "errors.h"
+
+PG_FUNCTION_INFO_V1(error_codes);
 
 typedef struct SpErrorEntry
 {
 	const char *sqlstate;
 	const char *name;
+	const char *hint;			/* what the caller can do, or NULL */
 } SpErrorEntry;
 
-#define SP_ERROR_ENTRY(id, sqlstate, name) {sqlstate, name},
+#define SP_ERROR_ENTRY(id, sqlstate, name, hint) {sqlstate, name, hint},
 
 /* Indexed by SpErrorCode: both are expanded from SP_ERROR_TABLE. */
 static const SpErrorEntry sp_errors[SP_ERROR_CODE_COUNT] = {
@@ -41,7 +49,7 @@ errcode_sp(SpErrorCode code)
 	return errcode(SpSqlState(code));
 }
 
-/* errdetail() whose text is "<CODE_NAME>: <sentence>". */
+/* errdetail() with the sentence, and errhint() with the code's hint if any. */
 int
 errdetail_sp(SpErrorCode code, const char *fmt,...)
 {
@@ -49,7 +57,6 @@ errdetail_sp(SpErrorCode code, const char *fmt,...)
 	va_list		args;
 
 	initStringInfo(&buf);
-	appendStringInfo(&buf, "%s: ", sp_errors[code].name);
 	for (;;)
 	{
 		int			needed;
@@ -61,5 +68,38 @@ errdetail_sp(SpErrorCode code, const char *fmt,...)
 			break;
 		enlargeStringInfo(&buf, needed);
 	}
+	if (sp_errors[code].hint != NULL)
+		errhint("%s", sp_errors[code].hint);
 	return errdetail_internal("%s", buf.data);
+}
+
+/*
+ * error_codes(): the error table as a json array of {sqlstate, codeName,
+ * hint}, for clients other than the Node adapter and for the tests, which map
+ * a SQLSTATE to its code name through it.
+ */
+Datum
+error_codes(PG_FUNCTION_ARGS)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '[');
+	for (int i = 0; i < SP_ERROR_CODE_COUNT; i++)
+	{
+		if (i > 0)
+			appendStringInfoChar(&buf, ',');
+		appendStringInfoString(&buf, "{\"sqlstate\":");
+		escape_json(&buf, sp_errors[i].sqlstate);
+		appendStringInfoString(&buf, ",\"codeName\":");
+		escape_json(&buf, sp_errors[i].name);
+		appendStringInfoString(&buf, ",\"hint\":");
+		if (sp_errors[i].hint != NULL)
+			escape_json(&buf, sp_errors[i].hint);
+		else
+			appendStringInfoString(&buf, "null");
+		appendStringInfoChar(&buf, '}');
+	}
+	appendStringInfoChar(&buf, ']');
+	PG_RETURN_TEXT_P(cstring_to_text_with_len(buf.data, buf.len));
 }

@@ -2,14 +2,15 @@
  * fences.c
  *
  * The fence epoch (docs/contract/failover.md §1): the high part of every
- * fence the extension grants, checkpoint writer fences and durable-lock
- * fences alike. A fence is epoch * 2^40 + counter, where the epoch is the
- * PostgreSQL timeline the server writes WAL on, minus one. Promotion of a
- * standby (a failover) and a point-in-time recovery both start a new, higher
- * timeline, so every fence granted after them exceeds every fence the old
- * timeline could have granted, including grants whose commits were lost
- * with an asynchronous standby. A cluster that never changed timeline
- * (timeline 1) has epoch 0: its fences are the plain counters of 0.3.0.
+ * fence the extension grants, checkpoint writer fences, durable-lock fences
+ * and run-claim epochs alike. A fence is epoch * 2^40 + counter, where the
+ * epoch is the PostgreSQL timeline the server writes WAL on, minus one.
+ * Promotion of a standby (a failover) and a point-in-time recovery both
+ * start a new, higher timeline, so every fence granted after them exceeds
+ * every fence the old timeline could have granted, including grants whose
+ * commits were lost with an asynchronous standby. A cluster that never
+ * changed timeline (timeline 1) has epoch 0: its fences are the plain
+ * counters of 0.3.0.
  *
  * The fence stays at most 2^53 - 1, the largest integer a JSON number
  * carries exactly to a JavaScript client (SpJsonGetInt refuses larger ones),

@@ -40,6 +40,9 @@ check(isString(meta.abstract), "PX2.2 abstract: a string");
 check(isSemver(meta.version), "PX2.3 version: a semantic version");
 check((isString(meta.maintainer)) || (Array.isArray(meta.maintainer) && meta.maintainer.length > 0 && meta.maintainer.every(isString)),
   "PX2.4 maintainer: a string or a non-empty list of strings");
+// No made-up address: the example domains (RFC 2606) are placeholders, not a contact.
+check([].concat(meta.maintainer ?? []).every((m) => !/@(?:[a-z0-9-]+\.)*example\.(?:org|com|net)\b|\.(?:example|invalid|test)>/i.test(m)),
+  "PX2.4.1 maintainer: no placeholder address (example.org/.com/.net, .example, .invalid, .test)");
 const licenses = ["agpl_3", "apache_1_1", "apache_2_0", "artistic_1", "artistic_2", "bsd", "freebsd", "gfdl_1_2",
   "gfdl_1_3", "gpl_1", "gpl_2", "gpl_3", "lgpl_2_1", "lgpl_3_0", "mit", "mozilla_1_0", "mozilla_1_1", "openssl",
   "perl_5", "postgresql", "qpl_1_0", "ssleay", "sun", "zlib", "open_source", "restricted", "unrestricted", "unknown"];

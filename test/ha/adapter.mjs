@@ -17,11 +17,18 @@
 // waiter and the reader did not hang past the poll fallback, and the listener
 // came back (H12); fences never repeat (H13) and no reader was given a stream
 // other than the log's (H14). --replication async reports losses and fails only
-// on H13/H14. Prints one summary line; exits non-zero on a violation.
+// on what that mode promises (docs/contract/failover.md §3): H13, H14 (every
+// chunk the reader got continues its own stream, checked against the digests
+// of its offsets; a resumed read either continues it or fails with
+// EVENT_LOG_OFFSET_DIVERGED, after which the reader starts over from -1), and
+// H12 against what survived: the reader reaches the log's tail within the
+// poll fallback. Acknowledged chunks and checkpoints lost are counted (H10).
+// Prints one summary line; exits non-zero on a violation.
 //
 //   node adapter.mjs [--kills N] [--switchovers N] [--replication sync|async]
 import { createRequire } from 'node:module'
 import { execFile } from 'node:child_process'
+import crypto from 'node:crypto'
 
 const require = createRequire(new URL('../../clients/node/package.json', import.meta.url))
 const pg = require('pg')
@@ -91,8 +98,11 @@ async function setup() {
 const pool = new pg.Pool({ database: DB, max: 12, connectionTimeoutMillis: 2000 })
 pool.on('error', () => {})
 const checkpoints = sp.postgresCheckpoints(pool, { leaseDurationMs: 60000, renewAfterMs: 20000 })
-const locks = sp.postgresLocks(pool, { ttlMs: 20000, renewEveryMs: 3000, maxPollMs: LOCK_MAX_POLL_MS, logger })
-const durability = sp.postgresDurability(pool, { fallbackPollMs: READ_POLL_MS, logger })
+// The LISTEN connection goes where the pool goes (HAProxy's primary port, the
+// suite's database): the adapter does not read the pool's settings.
+const listenerClient = () => new pg.Client({ database: DB, connectionTimeoutMillis: 2000 })
+const locks = sp.postgresLocks(pool, { ttlMs: 20000, renewEveryMs: 3000, maxPollMs: LOCK_MAX_POLL_MS, logger, listenerClient })
+const durability = sp.postgresDurability(pool, { fallbackPollMs: READ_POLL_MS, logger, listenerClient })
 
 // --- the checkpoint writer ------------------------------------------------
 // After an asynchronous failover lost the lease's grant, the old lease row may
@@ -192,24 +202,64 @@ async function produce(stop, state) {
     await sleep(30)
   }
 }
-const received = new Map()   // offset -> chunk text, as the reader got it
+// An offset's parts: v2.<tag>.<seq>.<digest> (docs/contract/event-log.md §4).
+const offsetParts = (offset) => {
+  const [, , seq, digest] = offset.split('.')
+  return { seq: Number(seq), digest: BigInt('0x' + digest) }
+}
+// The 64-bit hash of one entry (docs/contract/failover.md §2), computed here
+// from the chunk's text (the adapter stores JSON.stringify of each chunk).
+function entryHash(seq, text) {
+  const be = Buffer.alloc(8)
+  be.writeBigInt64BE(BigInt(seq))
+  return crypto.createHash('sha256').update(be).update(Buffer.from(text, 'utf8')).digest().readBigUInt64BE(0)
+}
+const received = new Map()   // seq -> chunk text, as the reader got it (this stream)
+let lastOffset = null   // the last offset the reader got (this stream)
+let streams = 1   // 1 + the times the reader started over after EVENT_LOG_OFFSET_DIVERGED
+let diverged = 0   // reads refused with EVENT_LOG_OFFSET_DIVERGED, this failover
 let lastReceivedAt = 0
 const readerAbort = new AbortController()
 let readerDone = Promise.resolve()
 const startReader = () => (readerDone = (async () => {
-  // resumes after an error from the last offset it holds, like an SSE client
+  // resumes after an error from the last offset it holds, like an SSE client;
+  // after EVENT_LOG_OFFSET_DIVERGED (asynchronous mode) it starts over from -1
   let from = '-1'
+  let chain = 0n   // the running digest of the chunks this stream received
+  let at = 0
   while (!readerAbort.signal.aborted) {
     try {
       for await (const { offset, chunk } of durability(RUN).read(from, readerAbort.signal)) {
         const text = JSON.stringify(chunk)
-        if (received.has(offset) && received.get(offset) !== text) violations.add(`H14 ${offset} changed`, `H14 reader: PROMISE BROKEN: offset ${offset} changed under the reader`)
-        received.set(offset, text)
+        const { seq, digest } = offsetParts(offset)
+        if (seq !== at + 1) violations.add(`H14 ${streams}/${seq} gap`, `H14 reader: PROMISE BROKEN: offset ${offset} followed seq ${at}`)
+        chain ^= entryHash(seq, text)
+        if (chain !== digest) {
+          violations.add(`H14 ${streams}/${seq}`, `H14 reader: PROMISE BROKEN: ${text} at ${offset} does not continue the stream the reader`
+            + ` received (its chunks chain to ${chain.toString(16).padStart(16, '0')}): a different stream`)
+          chain = digest
+        }
+        if (received.has(seq) && received.get(seq) !== text) violations.add(`H14 ${streams}/${seq} changed`, `H14 reader: PROMISE BROKEN: offset ${offset} changed under the reader`)
+        received.set(seq, text)
+        lastOffset = offset
         lastReceivedAt = Date.now()
+        at = seq
         from = offset
       }
     } catch (err) {
       note('durability.read', err)
+      if (err.code === 'EVENT_LOG_OFFSET_DIVERGED') {
+        diverged++
+        if (!ASYNC) violations.add(`H14 diverged ${from}`, `H14 reader: EVENT_LOG_OFFSET_DIVERGED at ${from} in synchronous mode (nothing acknowledged may be lost)`)
+        // the entries it read are gone: a new stream, from the start
+        from = '-1'
+        chain = 0n
+        at = 0
+        lastOffset = null
+        received.clear()
+        streams++
+        continue
+      }
       await sleep(200)
     }
   }
@@ -257,9 +307,15 @@ async function checkAll(cycle) {
     for (const [offset, text] of appended) {
       if (log.get(offset) !== text) (ASYNC ? losses : violations).add(`chunk ${offset}`, `H10 failover ${cycle}: acknowledged chunk at ${offset} ${log.has(offset) ? 'holds other content' : 'is missing'}`)
     }
-    for (const [offset, text] of received) {
-      if (log.has(offset) && log.get(offset) !== text)
-        violations.add(`H14 ${offset}`, `H14 failover ${cycle}: PROMISE BROKEN: the reader got ${text} at ${offset}, the log now holds ${log.get(offset)} (a reader must never be given a different stream)`)
+    // Synchronous mode: what the reader got is what the log holds. (In
+    // asynchronous mode the log may since have lost entries the reader got: its
+    // next read is refused, checked by the reader's digest chain above.)
+    if (!ASYNC) {
+      const bySeq = new Map(snap.map((e) => [offsetParts(e.offset).seq, JSON.stringify(e.chunk)]))
+      for (const [seq, text] of received) {
+        if (bySeq.has(seq) && bySeq.get(seq) !== text)
+          violations.add(`H14 ${seq}`, `H14 failover ${cycle}: PROMISE BROKEN: the reader got ${text} at seq ${seq}, the log now holds ${bySeq.get(seq)} (a reader must never be given a different stream)`)
+      }
     }
     const fences = fencesSeen.map(([f]) => f)
     if (new Set(fences).size !== fences.length)
@@ -274,6 +330,7 @@ async function failover(cycle, action) {
   const stop = { stop: false }
   const state = { failing: false, cycle }
   const eventsBefore = events.length
+  const lossesBefore = losses.length
   const fail = (what) => (err) => { violations.push(`${what} failover ${cycle}: ${err.stack || err}`); return 0 }
   const w = writer(stop, cycle, state).catch(fail('writer'))
   const p = produce(stop, state).catch(fail('producer'))
@@ -293,21 +350,29 @@ async function failover(cycle, action) {
   const after = await w
   await p
   if (after === 0 && !ASYNC) violations.push(`H11 failover ${cycle}: no append was answered after the failover began`)
-  // the reader catches up with everything answered, within the poll fallback
-  const want = [...appended.keys()].at(-1)
+  // the reader catches up, within the poll fallback, with everything answered
+  // (synchronous) or with what the log holds now (asynchronous: the tail that
+  // survived, reached again from -1 after EVENT_LOG_OFFSET_DIVERGED)
+  const want = ASYNC ? (await producer.snapshot()).at(-1)?.offset : [...appended.keys()].at(-1)
   const t = Date.now()
-  while (want && !received.has(want) && Date.now() - t < 30000) await sleep(50)
+  const reached = () => lastOffset !== null
+    && (ASYNC ? lastOffset === want : received.get(offsetParts(want).seq) === appended.get(want))
+  while (want && !reached() && Date.now() - t < 30000) await sleep(50)
   const readLag = Date.now() - t
-  if (want && !received.has(want)) violations.push(`H12 failover ${cycle}: the reader never got ${want}`)
+  if (want && !reached()) violations.push(`H12 failover ${cycle}: the reader never got ${want} (it is at ${lastOffset})`)
   else if (readLag > HANG_MS(READ_POLL_MS)) violations.push(`H12 failover ${cycle}: the reader got the last chunk ${readLag} ms late (poll fallback ${READ_POLL_MS} ms)`)
+  const refused = diverged
+  diverged = 0
   const ev = events.slice(eventsBefore).map((e) => e.event)
   if (!ev.includes('listener.lost') && !ev.includes('listener.connect_failed'))
     violations.push(`H12 failover ${cycle}: the LISTEN connection did not notice the failover (events: ${ev.join(', ') || 'none'})`)
   else if (ev.lastIndexOf('listener.restored') < Math.max(ev.lastIndexOf('listener.lost'), ev.lastIndexOf('listener.connect_failed')))
     violations.push(`H12 failover ${cycle}: the LISTEN connection did not come back on the new leader (events: ${ev.join(', ')})`)
   await checkAll(cycle)
-  report.push({ cycle, action, seconds: (Date.now() - t0) / 1000, lockWait, readLag, events: [...new Set(ev)] })
-  console.log(`adapter failover ${cycle} (${action}): lock waiter granted ${lockWait} ms after the release, reader caught up in ${readLag} ms, `
+  const lostNow = losses.length - lossesBefore
+  report.push({ cycle, action, seconds: (Date.now() - t0) / 1000, lockWait, readLag, refused, lost: lostNow, events: [...new Set(ev)] })
+  console.log(`adapter failover ${cycle} (${action}): lock waiter granted ${lockWait} ms after the release, reader caught up in ${readLag} ms`
+    + ` (${refused} reads refused with EVENT_LOG_OFFSET_DIVERGED), ${lostNow} acknowledged checkpoints and chunks lost, `
     + `listener: ${ev.join(' -> ') || 'no event'}`)
 }
 
@@ -349,5 +414,8 @@ show(losses, 'lost (asynchronous replication):')
 show(violations, 'VIOLATION')
 if (violations.length) exitCode = 1
 console.log(`summary: adapter across failovers (${ASYNC ? 'asynchronous' : 'synchronous'}): ${report.length} failovers, `
-  + `${acked.length} checkpoints and ${appended.size} chunks acknowledged, ${losses.length} lost, ${violations.length} violations`)
+  + `${acked.length} checkpoints and ${appended.size} chunks acknowledged, ${losses.length} lost`
+  + ` (per failover: ${report.map((r) => r.lost).join(', ') || 'none'}), `
+  + `${report.reduce((a, r) => a + r.refused, 0)} resumed reads refused with EVENT_LOG_OFFSET_DIVERGED, reader streams ${streams}, `
+  + `${violations.length} violations`)
 process.exit(exitCode)

@@ -23,16 +23,18 @@ SET LOCAL sandbox_persist.blob_inline_max = 0;
 \ir lib/blob_helpers.psql
 
 
--- 'SQLSTATE CODE_NAME' when errdetail starts with '<CODE_NAME>: <sentence>'.
+-- 'SQLSTATE CODE_NAME', the name the SQLSTATE has in the error table
+-- (error_codes()), when errdetail is a sentence that does not start with it.
 CREATE FUNCTION pg_temp.sp_code(sql text) RETURNS text LANGUAGE sql AS $$
     SELECT CASE WHEN e[1] IS NULL THEN 'no error'
-                ELSE e[1] || ' ' || coalesce(substring(e[3] FROM '^([A-Z0-9_]+): \S'),
+                ELSE e[1] || ' ' || coalesce((SELECT c->>'codeName' FROM json_array_elements(sandbox_persist.error_codes()) c WHERE c->>'sqlstate' = e[1]
+                                              AND coalesce(e[3], '') !~ '^[A-Z][A-Z0-9_]+: '),
                                              '<detail: ' || coalesce(e[3], 'none') || '>')
            END
     FROM (SELECT pg_temp.attempt(sql) AS e) s
 $$;
 
--- A contract error: SQLSTATE and the code name in errdetail, then that
+-- A contract error: SQLSTATE and its code name, then that
 -- nothing changed.
 CREATE FUNCTION pg_temp.rejects_sp(sql text, code text, code_name text, descr text)
 RETURNS SETOF text LANGUAGE plpgsql AS $$

@@ -19,7 +19,7 @@ BEGIN
     RETURN 'no error';
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, det = PG_EXCEPTION_DETAIL;
-    RETURN st || ' ' || split_part(coalesce(det, ''), ':', 1);
+    RETURN st || ' ' || coalesce((SELECT c->>'codeName' FROM json_array_elements(sandbox_persist.error_codes()) c WHERE c->>'sqlstate' = st AND coalesce(det, '') !~ '^[A-Z][A-Z0-9_]+: '), CASE WHEN st LIKE 'SP%' THEN '<detail: ' || coalesce(det, 'none') || '>' ELSE split_part(coalesce(det, ''), ':', 1) END);
 END
 $$;
 

@@ -1,16 +1,17 @@
 -- pgTAP: the two promises kept across a failover that lost acknowledged
 -- commits (docs/contract/failover.md): fences carry the timeline, and
--- event-log resume tokens are vouched for by the server. Cases: T1-T13
+-- event-log resume tokens are vouched for by the server. Cases: T1-T13, T23
 -- (T22, a thread moved between shards, is in cross_shard_import.sql).
 -- A failover is simulated: sandbox_persist.test_timeline stands for the
 -- promoted standby's timeline, and the commits an asynchronous standby never
 -- received are removed by hand (pg_temp.lose_*), as the standby would lack them.
 -- (T14-T18 are NODE, T19 is test/upgrade, T20 the isolation spec
--- t20_lock_fence_epoch_race, T21 test/ha/timeline_loss.sh.)
+-- t20_lock_fence_epoch_race, T21 test/ha/timeline_loss.sh, T24 the isolation
+-- spec t24_claim_epoch_timeline_race.)
 -- Run with: pg_prove -d <db> test/pgtap/failover.sql
 -- (needs sandbox_persist.allow_test_reset and allow_client_clock on).
 BEGIN;
-SELECT plan(73);
+SELECT plan(89);
 SELECT sandbox_persist._reset_for_tests();
 SET LOCAL sandbox_persist.allow_client_clock = on;
 SET LOCAL sandbox_persist.event_log_reopen_on_append = off;
@@ -29,7 +30,8 @@ CREATE FUNCTION pg_temp.state() RETURNS text LANGUAGE sql AS $$
         (SELECT string_agg(format('%s/%s %s %s', e.log_id, e.seq, e.digest, e.chunk::text), E'\n'
                            ORDER BY e.log_id, e.seq) FROM sandbox_persist.event_log_entries e),
         (SELECT string_agg(p::text, E'\n' ORDER BY p.log_id, p.producer_id, p.producer_seq)
-           FROM sandbox_persist.event_log_producers p))
+           FROM sandbox_persist.event_log_producers p),
+        (SELECT string_agg(r::text, E'\n' ORDER BY r.run_id) FROM sandbox_persist.runs r))
 $$;
 
 \ir lib/durable_helpers.psql
@@ -327,6 +329,56 @@ SELECT is(pg_temp.sp($$SELECT sandbox_persist.event_log_read_verified('t13-none'
     'T13.2 reading a missing log from 0 is no error');
 SELECT ok(NOT EXISTS (SELECT 1 FROM sandbox_persist.event_logs WHERE run_id = 't13-none'),
     'T13.3 and creates no log');
+
+------------------------------------------------------------------------------
+-- T23: run-claim epochs are fences too: an epoch claimed in a lost window is
+-- never claimed again, later ones exceed every earlier one.
+------------------------------------------------------------------------------
+SELECT sandbox_persist._reset_for_tests();
+SET LOCAL sandbox_persist.test_timeline = 1;
+SELECT sandbox_persist.run_create_or_resume('{"runId":"t23","threadId":"t23-th","startedAt":1}');
+SELECT is(sandbox_persist.run_claim('t23')->>'epoch', '1', 'T23.1 on timeline 1 claims are the plain counter: the first is 1');
+CREATE TEMP TABLE claim_lost AS SELECT (sandbox_persist.run_claim('t23')->>'epoch')::bigint AS epoch;   -- 2, lost
+SELECT is((SELECT epoch FROM claim_lost), 2::bigint, 'T23.2 on the old primary the next claim is epoch 2');
+UPDATE sandbox_persist.runs SET driver_epoch = 1 WHERE run_id = 't23';            -- the standby lacks it
+SET LOCAL sandbox_persist.test_timeline = 2;
+CREATE TEMP TABLE claim_after AS SELECT sandbox_persist.run_claim('t23') AS c;
+SELECT is((SELECT c::jsonb FROM claim_after),
+    json_build_object('outcome', 'claimed', 'epoch', pg_temp.floor_of(2) + 1, 'threadId', 't23-th')::jsonb,
+    'T23.3 on timeline 2 the next claim is (timeline - 1) * 2^40 + 1, not 2 again');
+SELECT is((sandbox_persist.run_get('t23')->>'driverEpoch')::bigint, pg_temp.floor_of(2) + 1,
+    'T23.4 and it is stored as driverEpoch');
+SELECT is((sandbox_persist.run_claim('t23')->>'epoch')::bigint, pg_temp.floor_of(2) + 2,
+    'T23.5 later claims on timeline 2 add one');
+SELECT is(pg_temp.sp($$SELECT sandbox_persist.event_log_append('t23', '[{"a":1}]',
+        '{"producerId":"00000000-0000-4000-8000-000000000023","producerSeq":1,"fenceEpoch":2}')$$),
+    'SP404 EVENT_LOG_FENCE_STALE', 'T23.6 the driver of the lost epoch 2 is fenced out of the log');
+SELECT is(pg_temp.sp($$SELECT sandbox_persist.run_update('t23', '{"driverEpoch":2}')$$),
+    'SP201 RUN_EPOCH_NOT_INCREASING', 'T23.7 and refused by run_update''s epoch check');
+SELECT is(pg_temp.sp(format($$SELECT sandbox_persist.event_log_append('t23', '[{"a":1}]',
+        '{"producerId":"00000000-0000-4000-8000-000000000023","producerSeq":1,"fenceEpoch":%s}')$$,
+        pg_temp.floor_of(2) + 2)), 'no error', 'T23.8 while the current epoch (above 2^40) fences appends exactly');
+SELECT sandbox_persist.run_create_or_resume('{"runId":"t23-new","threadId":"t23-th","startedAt":2}');
+SELECT is((sandbox_persist.run_claim('t23-new')->>'epoch')::bigint, pg_temp.floor_of(2) + 1,
+    'T23.9 a run first claimed on timeline 2 starts at its floor + 1');
+SELECT sandbox_persist.run_create_or_resume('{"runId":"t23-set","threadId":"t23-th","startedAt":3}');
+SELECT sandbox_persist.run_update('t23-set', json_build_object('driverEpoch', pg_temp.floor_of(2) + 100));
+SELECT is((sandbox_persist.run_claim('t23-set')->>'epoch')::bigint, pg_temp.floor_of(2) + 101,
+    'T23.10 a run whose epoch is already above the floor adds one');
+SET LOCAL sandbox_persist.test_timeline = 1;
+SELECT is((sandbox_persist.run_claim('t23')->>'epoch')::bigint, pg_temp.floor_of(2) + 3,
+    'T23.11 on a timeline lower than the data''s a claim still adds one, never goes back');
+SET LOCAL sandbox_persist.test_timeline = 8192;
+SELECT is((sandbox_persist.run_claim('t23-new')->>'epoch')::bigint, pg_temp.floor_of(8192) + 1,
+    'T23.12 timeline 8192 claims from its floor');
+SELECT sandbox_persist.run_create_or_resume('{"runId":"t23-max","threadId":"t23-th","startedAt":4}');
+SELECT sandbox_persist.run_update('t23-max', '{"driverEpoch":9007199254740991}');
+SELECT * FROM pg_temp.rejects($$SELECT sandbox_persist.run_claim('t23-max')$$, '54000',
+    'T23.13 a claim past 2^53 - 1');
+SET LOCAL sandbox_persist.test_timeline = 8193;
+SELECT * FROM pg_temp.rejects($$SELECT sandbox_persist.run_claim('t23')$$, '54000',
+    'T23.14 a claim on timeline 8193');
+SET LOCAL sandbox_persist.test_timeline = 0;
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -18,7 +18,7 @@ SELECT sandbox_persist._reset_for_tests();
 CREATE TEMP TABLE w (name text PRIMARY KEY, writer json NOT NULL);
 
 -- 'SQLSTATE CODE_NAME' of the error a statement raises ('no error' if none).
--- The code name is the part of errdetail before the first colon.
+-- The code name is the one error_codes() gives the SQLSTATE (errdetail must not start with it).
 CREATE FUNCTION pg_temp.sp(sql text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     st text; det text;
@@ -27,7 +27,7 @@ BEGIN
     RETURN 'no error';
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, det = PG_EXCEPTION_DETAIL;
-    RETURN st || ' ' || split_part(coalesce(det, ''), ':', 1);
+    RETURN st || ' ' || coalesce((SELECT c->>'codeName' FROM json_array_elements(sandbox_persist.error_codes()) c WHERE c->>'sqlstate' = st AND coalesce(det, '') !~ '^[A-Z][A-Z0-9_]+: '), CASE WHEN st LIKE 'SP%' THEN '<detail: ' || coalesce(det, 'none') || '>' ELSE split_part(coalesce(det, ''), ':', 1) END);
 END
 $$;
 

@@ -62,7 +62,10 @@ $$;
 -- 'SQLSTATE CODE_NAME' of the error a statement raises ('no error' if none).
 CREATE FUNCTION pg_temp.sp(sql text) RETURNS text LANGUAGE sql AS $$
     SELECT CASE WHEN e IS NULL THEN 'no error'
-                ELSE e[1] || ' ' || split_part(coalesce(e[2], ''), ':', 1) END
+                ELSE e[1] || ' ' || coalesce((SELECT c->>'codeName' FROM json_array_elements(sandbox_persist.error_codes()) c
+                                               WHERE c->>'sqlstate' = e[1] AND coalesce(e[2], '') !~ '^[A-Z][A-Z0-9_]+: '),
+                                              CASE WHEN e[1] LIKE 'SP%' THEN '<detail: ' || coalesce(e[2], 'none') || '>'
+                                                   ELSE split_part(coalesce(e[2], ''), ':', 1) END) END
     FROM (SELECT pg_temp.err(sql) AS e) s
 $$;
 

@@ -8,10 +8,12 @@ SELECT plan(256);
 SELECT sandbox_persist._reset_for_tests();
 \ir lib/chat_store_helpers.psql
 
--- 'SQLSTATE CODE_NAME' when errdetail starts with '<CODE_NAME>: <sentence>'.
+-- 'SQLSTATE CODE_NAME', the name the SQLSTATE has in the error table
+-- (error_codes()), when errdetail is a sentence that does not start with it.
 CREATE FUNCTION pg_temp.sp_code(sql text) RETURNS text LANGUAGE sql AS $$
     SELECT CASE WHEN e IS NULL THEN 'no error'
-                ELSE e[1] || ' ' || coalesce(substring(e[3] FROM '^([A-Z0-9_]+): \S'),
+                ELSE e[1] || ' ' || coalesce((SELECT c->>'codeName' FROM json_array_elements(sandbox_persist.error_codes()) c WHERE c->>'sqlstate' = e[1]
+                                              AND coalesce(e[3], '') !~ '^[A-Z][A-Z0-9_]+: '),
                                              '<detail: ' || coalesce(e[3], 'none') || '>')
            END
     FROM (SELECT pg_temp.err(sql) AS e) s
@@ -34,15 +36,16 @@ BEGIN
 END
 $$;
 
--- A contract error: asserts 'SQLSTATE CODE_NAME', the exact errdetail, then
--- that nothing changed.
+-- A contract error: asserts 'SQLSTATE CODE_NAME' (the name from the SQLSTATE),
+-- the exact errdetail (upstream's sentence, no code name), then that nothing
+-- changed.
 CREATE FUNCTION pg_temp.rejects_sp(sql text, code text, detail text, descr text)
 RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE
     before text := pg_temp.state();
 BEGIN
     RETURN NEXT is(pg_temp.sp_code(sql), code, descr || ' -> ' || code);
-    RETURN NEXT is((pg_temp.err(sql))[3], detail, descr || ': errdetail is the code name and the upstream text');
+    RETURN NEXT is((pg_temp.err(sql))[3], detail, descr || ': errdetail is the upstream text, without the code name');
     RETURN NEXT is(pg_temp.state(), before, descr || ': nothing changed');
 END
 $$;
@@ -276,7 +279,7 @@ SELECT sandbox_persist.interrupt_resolve('terminal-1', '{"done":true}', 50);
 SELECT * FROM pg_temp.rejects_sp($$SELECT sandbox_persist.interrupt_commit_batch(
         '[{"interruptId":"pending-1","status":"resolved","response":{"ok":1}},{"interruptId":"missing-1","status":"cancelled"}]')$$,
     'SP102 INTERRUPT_BATCH_MISSING_ID',
-    'INTERRUPT_BATCH_MISSING_ID: Interrupt batch references missing id: missing-1.',
+    'Interrupt batch references missing id: missing-1.',
     'R1.1 [pending-1 resolved, missing-1 cancelled]');
 SELECT is(sandbox_persist.interrupt_get('pending-1')::jsonb,
     '{"interruptId":"pending-1","runId":"run-b","threadId":"thread-b","status":"pending","requestedAt":1,"payload":{}}'::jsonb,
@@ -289,7 +292,7 @@ SELECT is((pg_temp.err($$SELECT sandbox_persist.interrupt_commit_batch(
 SELECT * FROM pg_temp.rejects_sp($$SELECT sandbox_persist.interrupt_commit_batch(
         '[{"interruptId":"pending-1","status":"resolved"},{"interruptId":"pending-1","status":"cancelled"}]')$$,
     'SP101 INTERRUPT_BATCH_DUPLICATE_ID',
-    'INTERRUPT_BATCH_DUPLICATE_ID: Interrupt batch contains duplicate id: pending-1.',
+    'Interrupt batch contains duplicate id: pending-1.',
     'R2.1 pending-1 twice');
 SELECT is(sandbox_persist.interrupt_get('pending-1')->>'status', 'pending',
     'R2.2 pending-1 is still pending');
@@ -297,7 +300,7 @@ SELECT is(sandbox_persist.interrupt_get('pending-1')->>'status', 'pending',
 SELECT * FROM pg_temp.rejects_sp($$SELECT sandbox_persist.interrupt_commit_batch(
         '[{"interruptId":"pending-2","status":"resolved","response":"yes"},{"interruptId":"terminal-1","status":"cancelled"}]')$$,
     'SP103 INTERRUPT_BATCH_NON_PENDING_ID',
-    'INTERRUPT_BATCH_NON_PENDING_ID: Interrupt batch references non-pending id: terminal-1.',
+    'Interrupt batch references non-pending id: terminal-1.',
     'R3.1 [pending-2 resolved, terminal-1 cancelled] with terminal-1 resolved');
 SELECT is(sandbox_persist.interrupt_get('pending-2')->>'status', 'pending',
     'R3.2 pending-2 is still pending');
@@ -309,27 +312,27 @@ SELECT is(sandbox_persist.interrupt_get('terminal-1')::jsonb,
 SELECT * FROM pg_temp.rejects_sp($$SELECT sandbox_persist.interrupt_commit_batch(
         '[{"interruptId":"pending-1","status":"resolved"},{"interruptId":"missing-1","status":"cancelled"},{"interruptId":"pending-1","status":"cancelled"}]')$$,
     'SP102 INTERRUPT_BATCH_MISSING_ID',
-    'INTERRUPT_BATCH_MISSING_ID: Interrupt batch references missing id: missing-1.',
+    'Interrupt batch references missing id: missing-1.',
     'R1.4 a missing id before a later duplicate: the missing id decides');
 SELECT * FROM pg_temp.rejects_sp($$SELECT sandbox_persist.interrupt_commit_batch(
         '[{"interruptId":"missing-2","status":"cancelled"},{"interruptId":"missing-2","status":"cancelled"}]')$$,
     'SP102 INTERRUPT_BATCH_MISSING_ID',
-    'INTERRUPT_BATCH_MISSING_ID: Interrupt batch references missing id: missing-2.',
+    'Interrupt batch references missing id: missing-2.',
     'R1.5 a missing id repeated: its first occurrence is missing');
 SELECT * FROM pg_temp.rejects_sp($$SELECT sandbox_persist.interrupt_commit_batch(
         '[{"interruptId":"terminal-1","status":"resolved"},{"interruptId":"missing-1","status":"cancelled"}]')$$,
     'SP103 INTERRUPT_BATCH_NON_PENDING_ID',
-    'INTERRUPT_BATCH_NON_PENDING_ID: Interrupt batch references non-pending id: terminal-1.',
+    'Interrupt batch references non-pending id: terminal-1.',
     'R3.4 a non-pending id before a missing one: the non-pending id decides');
 SELECT * FROM pg_temp.rejects_sp($$SELECT sandbox_persist.interrupt_commit_batch(
         '[{"interruptId":"terminal-1","status":"resolved"},{"interruptId":"terminal-1","status":"resolved"}]')$$,
     'SP103 INTERRUPT_BATCH_NON_PENDING_ID',
-    'INTERRUPT_BATCH_NON_PENDING_ID: Interrupt batch references non-pending id: terminal-1.',
+    'Interrupt batch references non-pending id: terminal-1.',
     'R3.5 a non-pending id repeated: its first occurrence is non-pending');
 SELECT * FROM pg_temp.rejects_sp($$SELECT sandbox_persist.interrupt_commit_batch(
         '[{"interruptId":"pending-2","status":"resolved"},{"interruptId":"pending-1","status":"cancelled"},{"interruptId":"pending-2","status":"cancelled"}]')$$,
     'SP101 INTERRUPT_BATCH_DUPLICATE_ID',
-    'INTERRUPT_BATCH_DUPLICATE_ID: Interrupt batch contains duplicate id: pending-2.',
+    'Interrupt batch contains duplicate id: pending-2.',
     'R2.3 a duplicate reported on its second occurrence, after valid entries');
 
 -- R4: a mixed valid batch, one shared resolvedAt.

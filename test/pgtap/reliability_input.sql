@@ -6,8 +6,8 @@
 -- Defect 9: every indexed text column has a byte cap enforced with 22001
 --           (checkpoint identifiers: SP007).
 -- Defect 12: metadata values and interrupt responses are stored byte for byte.
--- Every rejection asserts its SQLSTATE (and, for class SP, the code name at
--- the start of errdetail) and that no table of the extension changed.
+-- Every rejection asserts its SQLSTATE (and, for class SP, its code name, with
+-- an errdetail that does not start with it) and that no table of the extension changed.
 -- Run with: pg_prove -d <db> test/pgtap/reliability_input.sql
 -- (needs sandbox_persist.allow_test_reset and allow_client_clock on).
 BEGIN;

@@ -3,7 +3,7 @@
 -- V1-V11, V13-V16, V20, V26 (runs part).
 -- Run with: pg_prove -d <db> test/pgtap/runs.sql (needs allow_test_reset).
 BEGIN;
-SELECT plan(283);
+SELECT plan(284);
 SELECT sandbox_persist._reset_for_tests();
 \ir lib/foundation_helpers.psql
 
@@ -260,8 +260,11 @@ SELECT * FROM pg_temp.rejects_sp($$SELECT sandbox_persist.run_update('k-1',
         '{"detachedSince":7,"usage":{"a":1},"driverEpoch":4}')$$,
     'SP201', 'RUN_EPOCH_NOT_INCREASING', 'K1.2 driverEpoch below the stored epoch');
 SELECT matches((pg_temp.attempt($$SELECT sandbox_persist.run_update('k-1', '{"driverEpoch":4}')$$))[3],
-    '^RUN_EPOCH_NOT_INCREASING: [A-Z].*\.$',
-    'K1.3 the SP201 errdetail is the code name, a colon, a space and a full sentence');
+    '^[A-Z][^:]*[a-z ][^:]*\.$',
+    'K1.3 the SP201 errdetail is a full sentence, not prefixed by the code name (the SQLSTATE carries it)');
+SELECT is((pg_temp.attempt($$SELECT sandbox_persist.run_update('k-1', '{"driverEpoch":4}')$$))[5],
+    (SELECT c->>'hint' FROM json_array_elements(sandbox_persist.error_codes()) c WHERE c->>'sqlstate' = 'SP201'),
+    'K1.3b the SP201 error carries the error table''s hint (what the caller can do)');
 SELECT is(sandbox_persist.run_get('k-1')::jsonb,
     '{"runId":"k-1","threadId":"k-t","status":"running","startedAt":1,"sandboxKey":"sk-1","driverEpoch":5}'::jsonb,
     'K1.4 no field of a refused patch is applied');

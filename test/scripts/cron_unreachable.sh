@@ -38,6 +38,8 @@ as_postgres() {
     if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 cleanup() {
+    # A wait_run still polling in a command substitution (the run was stopped early).
+    pkill -TERM -P $$ 2>/dev/null || true
     as_postgres "$PGBIN/pg_ctl" -D "$DIR/data" -m immediate -w stop >/dev/null 2>&1 || true
     rm -rf "$DIR"
 }

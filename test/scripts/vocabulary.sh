@@ -96,6 +96,10 @@ SELECT 'text_status', t.object, w[1]
   FROM vocab_texts t,
        regexp_matches(t.body, '\mstatus\M\s*(?:IN\s*\(|=\s*ANY\s*\(\s*ARRAY\[)([^])]*)', 'gi') m,
        regexp_matches(m[1], '''([^'']*)''', 'g') w;
+-- A detail (or any literal) that starts with an SP code name and a colon: the
+-- SQLSTATE is the key, a detail is a sentence (docs/contract/README.md §4.1).
+SELECT 'text_code_prefix', t.object, m[1]
+  FROM vocab_texts t, regexp_matches(t.body, '''([A-Z][A-Z0-9_]+): ', 'g') m;
 -- The overview's per-status run counts.
 SELECT 'overview_status', substr(a.attname, 6)
   FROM pg_attribute a
@@ -259,10 +263,25 @@ check_all() {
         echo "no content-key regular expression found in the SQL texts (the extraction broke)" >>"$t/x"
     report_empty "SQL: every content-key regular expression accepts exactly the contract.h rule" "$t/x"
 
+    awk -F'\t' '$1 == "text_code_prefix" { print $3 "\t" $2 }' "$cat" |
+        awk -F'\t' -v e="$t/errors" 'BEGIN { while ((getline w < e) > 0) { split(w, f, " "); code[f[2]] = 1 } }
+            ($1 in code) { print $2 ": a text starts with \x27" $1 ": " }' >"$t/x"
+    grep -nE "'($(awk '{ print $2 }' "$t/errors" | paste -sd'|')): " "$tree/router/"*.sql 2>/dev/null |
+        sed 's/^/router: /' >>"$t/x" || true
+    report_empty "SQL: no detail starts with a code name (the SQLSTATE carries the code)" "$t/x"
+
     # The Node adapter.
     local ts="$tree/clients/node/src"
-    sed -nE "s/^[[:space:]]*(SP[0-9]{3}): '([A-Z0-9_]+)',?$/\1 \2/p" "$ts/errors.ts" | sorted >"$t/x"
-    report "Node: the SQLSTATE table SP_CODES of errors.ts" "$t/errors" "$t/x"
+    sed -nE "s/^[[:space:]]*(SP[0-9]{3}): \{ code: '([A-Z0-9_]+)'.*/\1 \2/p" "$ts/error_codes.ts" | sorted >"$t/x"
+    report "Node: the SQLSTATE table SP_ERRORS of error_codes.ts" "$t/errors" "$t/x"
+    if bash "$ROOT/scripts/gen_error_codes.sh" "$t/gen.ts" "$tree/src"; then
+        diff "$t/gen.ts" "$ts/error_codes.ts" | sed -n 's/^</generated from errors.h:/p; s/^>/in error_codes.ts:/p' >"$t/x"
+    else
+        echo "scripts/gen_error_codes.sh failed" >"$t/x"
+    fi
+    report_empty "Node: error_codes.ts is what scripts/gen_error_codes.sh makes of errors.h (codes and hints)" "$t/x"
+    grep -nE "SP_CODES|\^\(\[A-Z\]\[A-Z0-9_\]\*\): " "$ts/errors.ts" >"$t/x" || true
+    report_empty "Node: errors.ts keeps no SQLSTATE table of its own and parses no code out of a detail" "$t/x"
     awk '$2 ~ /^SANDBOX_SNAPSHOT_/ { print $2 }' "$t/errors" | sorted >"$t/y"
     ts_union "$ts/errors.ts" SandboxCheckpointErrorCode >"$t/x"
     report "Node: the union SandboxCheckpointErrorCode is the SANDBOX_SNAPSHOT_* codes" "$t/y" "$t/x"
@@ -271,7 +290,8 @@ check_all() {
     awk '$2 !~ /^SANDBOX_SNAPSHOT_/ { print $2 }' "$t/errors" | sorted >"$t/y"
     ts_union "$ts/errors.ts" SandboxPersistErrorCode >"$t/x"
     printf '%s\n' ADAPTER_CLOSED BLOB_VERSION_CHANGED CONNECTION_LOST EVENT_LOG_INVALID_OFFSET UNKNOWN_SP_ERROR \
-        RUN_ID_REQUIRED INVALID_RUN_ID RUN_ALREADY_FINISHED RUN_ALREADY_STARTED | sorted >"$t/own"
+        RUN_ID_REQUIRED INVALID_RUN_ID RUN_ALREADY_FINISHED RUN_ALREADY_STARTED \
+        LOCK_ACQUIRE_TIMEOUT LOCK_LOST INVALID_INPUT INPUT_OUT_OF_RANGE | sorted >"$t/own"
     { comm -23 "$t/y" "$t/x" | sed 's/^/missing from the union: /'
       comm -13 "$t/y" "$t/x" | comm -23 - "$t/own" | sed 's/^/in the union but neither a server code nor an adapter code: /'; } >"$t/z"
     report_empty "Node: the union SandboxPersistErrorCode has every other server code" "$t/z"
@@ -324,6 +344,7 @@ copy_tree() {
     cp -r "$ROOT/src" "$work/copy/src"
     cp -r "$ROOT/clients/node/src" "$work/copy/clients/node/src"
     cp -r "$ROOT/docs/contract" "$work/copy/docs/contract"
+    cp -r "$ROOT/router" "$work/copy/router"
     cp "$ROOT/README.md" "$work/copy/README.md"
 }
 
@@ -373,8 +394,17 @@ mutation "a code name changed in errors.h only" src/errors.h \
     's/"SP302", "BLOB_UPLOAD_NOT_FOUND"/"SP302", "BLOB_UPLOAD_MISSING"/'
 mutation "a status literal repeated in a C file" src/claims.c \
     's/^PG_FUNCTION_INFO_V1\(run_claim\);/PG_FUNCTION_INFO_V1(run_claim);\nstatic const char *const claimable = "interrupted";/'
-mutation "an SQLSTATE changed in errors.ts only" clients/node/src/errors.ts \
-    "s/^  SP403: 'EVENT_LOG_PRODUCER_SEQ_CONFLICT',/  SP405: 'EVENT_LOG_PRODUCER_SEQ_CONFLICT',/"
+mutation "an SQLSTATE changed in error_codes.ts only" clients/node/src/error_codes.ts \
+    "s/^  SP403: \\{ code: 'EVENT_LOG_PRODUCER_SEQ_CONFLICT'/  SP405: { code: 'EVENT_LOG_PRODUCER_SEQ_CONFLICT'/"
+mutation "a hint changed in errors.h only" src/errors.h \
+    's/"Resume the upload at the offset it has received so far."/"Resume the upload."/'
+mutation "a code name parsed out of a detail again in errors.ts" clients/node/src/errors.ts \
+    's|^export function translateError\(|const reparse = /^([A-Z][A-Z0-9_]*): ([\\s\\S]*)$/\nexport function translateError(|'
+mutation "a detail that starts with a code name in the router" router/base.sql \
+    "s/DETAIL = 'The client clock/DETAIL = 'CLIENT_CLOCK_NOT_ALLOWED: The client clock/"
+mutation "a detail that starts with a code name in a SQL function" "" "" \
+    "CREATE OR REPLACE FUNCTION sandbox_persist._vocab_probe() RETURNS void LANGUAGE plpgsql
+         AS \$\$ BEGIN RAISE EXCEPTION 'x' USING ERRCODE = 'SP015', DETAIL = 'SANDBOX_SNAPSHOT_FORK_BLOB_MISSING: x.'; END \$\$;"
 mutation "a code dropped from the checkpoint union of errors.ts" clients/node/src/errors.ts \
     "/^  \| 'SANDBOX_SNAPSHOT_NOT_HEAD'$/d"
 mutation "a status dropped from the terminal set of durability.ts" clients/node/src/durability.ts \

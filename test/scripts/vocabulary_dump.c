@@ -7,6 +7,7 @@
  * extension is built with, however the headers compose them. A plain C
  * program: no PostgreSQL headers, no locking.
  */
+#include <stddef.h>
 #include <stdio.h>
 
 /* errors.h declares printf-like helpers with PostgreSQL's attribute macro. */
@@ -15,7 +16,15 @@
 #include "contract.h"
 #include "errors.h"
 
-#define DUMP_ERROR(id, sqlstate, name) printf("error\t%s\t%s\n", sqlstate, name);
+#define DUMP_ERROR(id, sqlstate, name, hint) printf("error\t%s\t%s\n", sqlstate, name);
+#define DUMP_ERROR_HINT(id, sqlstate, name, hint) DumpHint(sqlstate, hint);
+
+/* Print the hint of one error ("" for none). */
+static void
+DumpHint(const char *sqlstate, const char *hint)
+{
+	printf("error_hint\t%s\t%s\n", sqlstate, hint == NULL ? "" : hint);
+}
 
 /* Print one list of strings under a kind. */
 static void
@@ -55,5 +64,6 @@ main(void)
 	printf("chunk_run_error\t%s\n", SP_CHUNK_RUN_ERROR);
 	printf("producer_lost_code\t%s\n", SP_PRODUCER_LOST_CODE);
 	SP_ERROR_TABLE(DUMP_ERROR)
+	SP_ERROR_TABLE(DUMP_ERROR_HINT)
 	return 0;
 }

@@ -78,10 +78,23 @@ RERR() {
              -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -c "$1" 2>&1); then
         echo "no error"
     else
-        local st name
+        local st name hint
         st=$(echo "$out" | sed -n 's/^ERROR:  \([0-9A-Z]\{5\}\):.*/\1/p' | head -1)
-        # PL/Proxy passes a shard's detail on as "Remote detail: <detail>"
-        name=$(echo "$out" | sed -n 's/^DETAIL:  \(Remote detail: \)\{0,1\}\([A-Z_]*\):.*/\2/p' | head -1)
+        # The SQLSTATE is the key: the code name is the one the router's
+        # error_codes() gives it. The detail must be a sentence (no code name
+        # in front), and an error the table has a hint for must carry a HINT
+        # through the router.
+        case $st in
+        SP*)
+            name=$(R "SELECT c->>'codeName' FROM json_array_elements(sandbox_persist.error_codes()) c WHERE c->>'sqlstate' = '$st'")
+            hint=$(R "SELECT coalesce(c->>'hint', '') FROM json_array_elements(sandbox_persist.error_codes()) c WHERE c->>'sqlstate' = '$st'")
+            if echo "$out" | grep -qE '^DETAIL:  (Remote detail: )?[A-Z][A-Z0-9_]+: '; then
+                name="<detail starts with a code name>"
+            elif [ -n "$hint" ] && ! echo "$out" | grep -q '^HINT:  '; then
+                name="$name <no hint>"
+            fi
+            ;;
+        esac
         echo "$st${name:+ $name}"
     fi
 }

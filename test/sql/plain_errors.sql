@@ -81,7 +81,8 @@ SELECT sandbox_persist.run_create_or_resume('{"runId":"pe-\u0000","threadId":"pe
 SELECT sandbox_persist.instance_upsert('{"key":"pe-inst","provider":"fake","providerSandboxId":"sb-1","threadId":"\ud800","updatedAt":1}');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 
--- SP201 RUN_EPOCH_NOT_INCREASING: errdetail starts with the code name.
+-- SP201 RUN_EPOCH_NOT_INCREASING: errdetail is a sentence (the SQLSTATE names
+-- the code), and the HINT says what the caller can do.
 SELECT sandbox_persist.run_update('pe-run', '{"driverEpoch":3}');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 

@@ -121,17 +121,19 @@ const EXPECTED_BY_OP = {
   'blob.upload_append': ['SP302', 'SP303'],
   'blob.upload_commit': ['SP302'],
 };
-// After a failover that lost commits (--replication async), a reader past the
-// new primary's end is told so (class SP4, event logs) rather than given other chunks.
+// After a failover that lost commits (--replication async), a reader whose
+// resume token the new primary cannot vouch for is refused with SP405
+// EVENT_LOG_OFFSET_DIVERGED (SP401 when the whole log was lost), never given
+// another stream (docs/contract/failover.md §2); it starts over from offset 0.
 const isExpected = (op, code) => EXPECTED_ANY.includes(code) || (EXPECTED_BY_OP[op] || []).includes(code)
-  || (ASYNC && op === 'event.read' && /^SP4/.test(code));
+  || (ASYNC && op === 'event.read' && (code === 'SP405' || code === 'SP401'));
 // (25006: a server that went read-only under the caller, a demoted primary in failover mode)
 const CONNECTION_LOST = /^(57P01|57P02|57P03|25006|08\w{3}|ECONNRESET|EPIPE|ECONNREFUSED|ENOENT)$/;
 
 class CrashStop extends Error {}
 
 // Run one logged call on a client; returns the log entry.
-async function call(cl, op, sql, params, meta = {}) {
+async function call(cl, op, sql, params, meta = {}, extra = null) {
   const e = { i: log.length, c: cl.id, op, meta, s: ++tick, ts: Date.now(), st: 'sent' };
   log.push(e);
   stats.ops++;
@@ -144,8 +146,9 @@ async function call(cl, op, sql, params, meta = {}) {
     e.va = vpeek();
     e.st = 'ok';
     e.res = r.rows[0] ? r.rows[0].r : undefined;
+    if (extra && r.rows[0]) e.extra = extra(r.rows[0]);
     stats.acked++;
-    if (logFile) fs.writeSync(logFile, JSON.stringify({ ...e, meta: summarise(e.meta) }) + '\n');
+    if (logFile) fs.writeSync(logFile, JSON.stringify({ ...e, extra: undefined, meta: summarise(e.meta) }) + '\n');
     return e;
   } catch (err) {
     e.a = ++tick;
@@ -477,32 +480,73 @@ async function opEventLog(cl) {
   return e;
 }
 
-// A reader follows a log from its cursor, as the adapter does: every read must
-// continue exactly where the last one stopped (commit order = offset order, so
-// no later offset is visible before an earlier one), and an offset, once
-// seen, always holds the same chunk.
+// A reader follows a log from its resume token (seq and the digest of the
+// entry at it), as the adapter does, with event_log_read_verified: every read
+// must continue exactly where the last one stopped (commit order = offset
+// order, so no later offset is visible before an earlier one), an offset,
+// once seen, always holds the same chunk, and every entry's digest must
+// continue the chain of the chunks this reader received itself (recomputed
+// here from their text): the same stream, never another one. In asynchronous
+// mode a read the server cannot vouch for is SP405 (SP401: the log itself was
+// lost); the reader then starts over from 0, as a new stream, and only its own
+// chunks are compared (another reader may have followed the lost stream).
+const ZERO_DIGEST = '0000000000000000';
 const seenChunks = new Map();
 const readerViolations = [];
 async function opEventRead(cl) {
   const run = pick(EVENT_LOGS);
-  const after = cl.cursors[run] ?? 0;
-  const e = await call(cl, 'event.read', `SELECT ${S}event_log_read($1, $2, $3) AS r`, [run, after, 1 + ri(50)], { run, after });
-  if (e.st === 'ok') followRead(cl, run, after, parsed(e));
+  const cur = cl.cursors[run] ?? { seq: 0, digest: ZERO_DIGEST };
+  const e = await call(cl, 'event.read',
+    `SELECT r, ARRAY(SELECT x->>'chunk' FROM json_array_elements(r->'entries') x) AS texts
+       FROM ${S}event_log_read_verified($1, $2, $3, $4) AS r`,
+    [run, cur.seq, cur.digest, 1 + ri(50)], { run, after: cur.seq, digest: cur.digest }, (row) => row.texts);
+  if (e.st === 'ok') {
+    const out = parsed(e);
+    followRead(cl, run, cur.seq, out);
+    followDigests(cl, run, cur, out, e.extra);
+    e.res = undefined;   // the log keeps what the checks need, not every chunk read
+    e.extra = undefined;
+  } else if (e.st === 'exp' && (e.code === 'SP405' || e.code === 'SP401')) {
+    e.meta.diverged = true;
+    delete cl.cursors[run];
+    if (cl.seen) for (const k of [...cl.seen.keys()]) if (k.startsWith(`${run}/`)) cl.seen.delete(k);
+  }
   return e;
 }
-// Check one read result against the cursor and what earlier reads saw.
+// Check one read result against the cursor and what earlier reads saw
+// (every reader's reads in synchronous mode, this reader's own in asynchronous).
 function followRead(cl, run, after, out) {
+  const seen = ASYNC ? (cl.seen ||= new Map()) : seenChunks;
   let next = after + 1;
   for (const { seq, chunk } of out.entries) {
     if (seq !== next) readerViolations.push(`log ${run}: read after ${after} gave offset ${seq} where ${next} was due`);
     next = seq + 1;
     const k = `${run}/${seq}`;
     const text = JSON.stringify(chunk);
-    if (seenChunks.has(k) && seenChunks.get(k) !== text) readerViolations.push(`log ${run}: offset ${seq} changed`);
-    seenChunks.set(k, text);
+    if (seen.has(k) && seen.get(k) !== text) readerViolations.push(`log ${run}: offset ${seq} changed`);
+    seen.set(k, text);
   }
   if (out.tail < next - 1) readerViolations.push(`log ${run}: tail ${out.tail} below offset ${next - 1} in the same read`);
-  cl.cursors[run] = next - 1;
+  if (out.entries.length > 0) cl.cursors[run] = { seq: next - 1, digest: out.entries[out.entries.length - 1].digest };
+}
+// The 64-bit hash of one entry (docs/contract/failover.md §2), computed here.
+function entryHash(seq, text) {
+  const be = Buffer.alloc(8);
+  be.writeBigInt64BE(BigInt(seq));
+  return crypto.createHash('sha256').update(be).update(Buffer.from(text, 'utf8')).digest().readBigUInt64BE(0);
+}
+// The entries of one verified read must continue the reader's own chain:
+// digest(seq) = digest(seq - 1) XOR hash(seq, chunk), from the token it sent.
+function followDigests(cl, run, cur, out, texts) {
+  let d = BigInt('0x' + cur.digest);
+  for (const [i, en] of out.entries.entries()) {
+    d ^= entryHash(en.seq, texts[i]);
+    if (d !== BigInt('0x' + en.digest)) {
+      readerViolations.push(`log ${run}: entry ${en.seq}, read after ${cur.seq}, has digest ${en.digest} where this reader's`
+        + ` stream gives ${d.toString(16).padStart(16, '0')}: a different stream`);
+      return;
+    }
+  }
 }
 
 async function opInterrupt(cl) {
@@ -633,6 +677,83 @@ function precedence(list, valueOf, describe) {
   return v;
 }
 const maybe = (op) => log.filter((e) => e.op === op && (e.st === 'ok' || e.st === 'indet'));
+// The failovers so far (failover mode), as ticks of the call log: kill, when the
+// action began, and up, when the probe's write reached the new leader. A call
+// answered before kill was answered by the old leader; a call sent after up
+// goes to the new one (every load client's connection ended in between).
+const boundaries = [];
+// The failover promise (docs/contract/failover.md §1), for fences and claim
+// epochs: a value granted after a failover repeats no value answered before it
+// and exceeds every one of them. list: the answered grants of one thread, key
+// or run (or of all lock keys: one sequence).
+function acrossFailovers(list, valueOf, what) {
+  const v = [];
+  boundaries.forEach((b, n) => {
+    const before = list.filter((e) => e.a < b.kill).map(valueOf);
+    if (before.length === 0) return;
+    const had = new Set(before);
+    const max = Math.max(...before);
+    for (const e of list) {
+      if (!(e.s > b.up)) continue;
+      if (had.has(valueOf(e))) v.push(`${what}: ${valueOf(e)} granted after failover ${n + 1} was already granted before it`);
+      else if (valueOf(e) <= max) v.push(`${what}: ${valueOf(e)} granted after failover ${n + 1} is not above ${max}, granted before it`);
+    }
+  });
+  return v;
+}
+// Whether a failover lies between two grants (a answered before it ended, b sent after it began).
+const failoverBetween = (a, b) => boundaries.some((x) => a.a < x.up && b.s > x.kill);
+
+// The lock-fence checks over the call log: promise (uniqueness, order, the
+// failover promise over all keys, holders that overlap with no failover
+// between them) and across (overlaps with a failover between the grants).
+function lockFences(count = false) {
+  const v = [];
+  const across = [];
+  const acqs = acked('lock.acquire').filter((e) => e.res !== null);
+  const all = acqs.map((e) => e.meta.fence);
+  if (new Set(all).size !== all.length) v.push('a lock fence was handed out twice');
+  v.push(...acrossFailovers(acqs, (e) => e.meta.fence, 'lock fence (one sequence, every key)'));
+  const exps = new Map();
+  const bump = (k, x) => exps.set(k, Math.max(exps.get(k) ?? -Infinity, x));
+  for (const e of acqs) bump(e.meta.fence, e.meta.exp);
+  for (const e of maybe('lock.renew')) if (e.st === 'indet' || e.res !== null) bump(e.meta.fence, e.st === 'ok' ? parsed(e).expiresAt : e.meta.exp);
+  for (const e of maybe('lock.renew_many')) {
+    const renewed = e.st === 'ok' ? new Map(parsed(e).renewed.map((x) => [x.key, x.expiresAt])) : null;
+    for (const l of e.meta.leases) {
+      if (!renewed) bump(l.fence, e.meta.exp);
+      else if (renewed.has(l.key)) bump(l.fence, renewed.get(l.key));
+    }
+  }
+  const released = byKey(log.filter((e) => e.op === 'lock.release' && (e.st === 'indet' || (e.st === 'ok' && e.res === true))),
+    (e) => `${e.meta.key}/${e.meta.fence}`);
+  const purges = maybe('maintain');
+  for (const [key, list] of byKey(acqs, (e) => e.meta.key)) {
+    v.push(...precedence(list, (e) => e.meta.fence,
+      (x, y) => `lock ${key}: fence ${y.meta.fence} acquired after fence ${x.meta.fence} was answered`));
+    v.push(...acrossFailovers(list, (e) => e.meta.fence, `lock ${key}: fence`));
+    const byFence = [...list].sort((a, b) => a.meta.fence - b.meta.fence);
+    for (let i = 0; i + 1 < byFence.length; i++) {
+      const a = byFence[i];
+      const b = byFence[i + 1];
+      const freed = (released.get(`${key}/${a.meta.fence}`) ?? []).some((r) => r.s < b.a);
+      // maintain() purges rows expired on its own clock; an acquisition sent
+      // earlier (with an older now_ms) that runs after such a purge finds the
+      // key free. With the server clock its now would be the later one.
+      const purged = !freed && exps.get(a.meta.fence) > b.meta.vt
+        && purges.some((m) => m.meta.now > exps.get(a.meta.fence) && m.s < b.a);
+      if (purged && count) stats.purgeTakeovers++;
+      // Fence a did not end before fence b was granted, so either both were
+      // held at once or b was granted (and ended) before a: a later grant
+      // with a smaller fence. Both break the lock contract.
+      if (!freed && !purged && exps.get(a.meta.fence) > b.meta.vt)
+        (failoverBetween(a, b) ? across : v).push(`lock ${key}: fence ${a.meta.fence} (acquired at ${a.meta.vt}, held until ${exps.get(a.meta.fence)}, no release answered`
+          + ` before fence ${b.meta.fence} was) and fence ${b.meta.fence} (acquired at ${b.meta.vt}): both held at once,`
+          + ` or ${b.meta.fence} was granted first and the later grant got the smaller fence`);
+    }
+  }
+  return { promise: v, across };
+}
 
 const CHECKS = {
   // Every head names a checkpoint of its own thread.
@@ -723,16 +844,26 @@ const CHECKS = {
   },
 
   // Writer fences: unique per thread across answered acquisitions, increasing in
-  // real time, and never above the thread row's counter.
-  async writer_fences_monotonic(db) {
+  // real time, and after each failover above every fence answered before it.
+  async writer_fences_monotonic() {
     const v = [];
-    const rowsF = new Map((await rows(db, `SELECT thread_id, fence FROM ${T}checkpoint_threads`)).map((r) => [r.thread_id, Number(r.fence)]));
     for (const [thread, acqs] of byKey(acked('ckpt.acquire'), (e) => e.meta.thread)) {
       const fences = acqs.map((e) => e.meta.fence);
       if (new Set(fences).size !== fences.length) v.push(`thread ${thread}: a writer fence was handed out twice`);
       v.push(...precedence(acqs, (e) => e.meta.fence,
         (x, y) => `thread ${thread}: fence ${y.meta.fence} acquired after fence ${x.meta.fence} was answered`));
-      const max = Math.max(...fences);
+      v.push(...acrossFailovers(acqs, (e) => e.meta.fence, `thread ${thread}: writer fence`));
+    }
+    return v;
+  },
+
+  // The thread row's counter is never below an answered fence (the grant was
+  // committed; a failover with asynchronous replication may lose it).
+  async writer_fences_stored(db) {
+    const v = [];
+    const rowsF = new Map((await rows(db, `SELECT thread_id, fence FROM ${T}checkpoint_threads`)).map((r) => [r.thread_id, Number(r.fence)]));
+    for (const [thread, acqs] of byKey(acked('ckpt.acquire'), (e) => e.meta.thread)) {
+      const max = Math.max(...acqs.map((e) => e.meta.fence));
       if (!(rowsF.get(thread) >= max)) v.push(`thread ${thread}: stored fence ${rowsF.get(thread)} below answered fence ${max}`);
     }
     return v;
@@ -800,70 +931,61 @@ const CHECKS = {
     return v;
   },
 
-  // What readers saw while following the logs during the load (opEventRead).
-  async event_log_reads() {
-    return [...readerViolations];
-  },
-
-  // Lock fences: unique; per key increasing in real time and in grant order,
-  // and holders never overlap.
-  async lock_fences(db) {
-    const v = [];
-    const acqs = acked('lock.acquire').filter((e) => e.res !== null);
-    const all = acqs.map((e) => e.meta.fence);
-    if (new Set(all).size !== all.length) v.push('a lock fence was handed out twice');
-    const exps = new Map();
-    const bump = (k, x) => exps.set(k, Math.max(exps.get(k) ?? -Infinity, x));
-    for (const e of acqs) bump(e.meta.fence, e.meta.exp);
-    for (const e of maybe('lock.renew')) if (e.st === 'indet' || e.res !== null) bump(e.meta.fence, e.st === 'ok' ? parsed(e).expiresAt : e.meta.exp);
-    for (const e of maybe('lock.renew_many')) {
-      const renewed = e.st === 'ok' ? new Map(parsed(e).renewed.map((x) => [x.key, x.expiresAt])) : null;
-      for (const l of e.meta.leases) {
-        if (!renewed) bump(l.fence, e.meta.exp);
-        else if (renewed.has(l.key)) bump(l.fence, renewed.get(l.key));
-      }
+  // What readers saw while following the logs during the load (opEventRead),
+  // and every stored digest is the running XOR of the entry hashes up to it
+  // (what the server vouches with).
+  async event_log_reads(db) {
+    const v = [...readerViolations];
+    for (const r of await rows(db, `SELECT l.run_id, d.seq FROM (
+          SELECT e.log_id, e.seq, e.digest, bit_xor(('x' || encode(substr(sha256(int8send(e.seq)
+                   || convert_to(e.chunk::text, 'UTF8')), 1, 8), 'hex'))::bit(64)::bigint)
+                   OVER (PARTITION BY e.log_id ORDER BY e.seq) AS chained
+            FROM ${T}event_log_entries e) d JOIN ${T}event_logs l USING (log_id)
+         WHERE d.digest <> d.chained ORDER BY 1, 2 LIMIT 20`)) {
+      v.push(`log ${r.run_id}: the stored digest of entry ${r.seq} does not chain the entries up to it`);
     }
-    const released = byKey(log.filter((e) => e.op === 'lock.release' && (e.st === 'indet' || (e.st === 'ok' && e.res === true))),
-      (e) => `${e.meta.key}/${e.meta.fence}`);
-    const purges = maybe('maintain');
-    for (const [key, list] of byKey(acqs, (e) => e.meta.key)) {
-      v.push(...precedence(list, (e) => e.meta.fence,
-        (x, y) => `lock ${key}: fence ${y.meta.fence} acquired after fence ${x.meta.fence} was answered`));
-      const byFence = [...list].sort((a, b) => a.meta.fence - b.meta.fence);
-      for (let i = 0; i + 1 < byFence.length; i++) {
-        const a = byFence[i];
-        const b = byFence[i + 1];
-        const freed = (released.get(`${key}/${a.meta.fence}`) ?? []).some((r) => r.s < b.a);
-        // maintain() purges rows expired on its own clock; an acquisition sent
-        // earlier (with an older now_ms) that runs after such a purge finds the
-        // key free. With the server clock its now would be the later one.
-        const purged = !freed && exps.get(a.meta.fence) > b.meta.vt
-          && purges.some((m) => m.meta.now > exps.get(a.meta.fence) && m.s < b.a);
-        if (purged) stats.purgeTakeovers++;
-        // Fence a did not end before fence b was granted, so either both were
-        // held at once or b was granted (and ended) before a: a later grant
-        // with a smaller fence. Both break the lock contract.
-        if (!freed && !purged && exps.get(a.meta.fence) > b.meta.vt)
-          v.push(`lock ${key}: fence ${a.meta.fence} (acquired at ${a.meta.vt}, held until ${exps.get(a.meta.fence)}, no release answered`
-            + ` before fence ${b.meta.fence} was) and fence ${b.meta.fence} (acquired at ${b.meta.vt}): both held at once,`
-            + ` or ${b.meta.fence} was granted first and the later grant got the smaller fence`);
-      }
-    }
-    const [seq] = await rows(db, `SELECT last_value FROM ${T}lock_fences`);
-    if (all.length && Number(seq.last_value) < Math.max(...all)) v.push('lock fence sequence is below an answered fence');
     return v;
   },
 
-  // Run claims: epochs unique and increasing per run, never above the stored epoch.
-  async run_claim_epochs(db) {
+  // Lock fences: unique; per key increasing in real time and in grant order,
+  // after each failover above every fence answered before it, and holders
+  // never overlap (overlaps across a failover: lock_holders_across_failovers).
+  async lock_fences() {
+    return lockFences(true).promise;
+  },
+  // Two holders of one key at once where a failover lies between the grants:
+  // the first grant was lost (asynchronous replication; the fences still order them).
+  async lock_holders_across_failovers() {
+    return lockFences().across;
+  },
+  // The fence sequence is never below an answered fence (lost with a failover
+  // that lost commits).
+  async lock_fences_stored(db) {
+    const all = acked('lock.acquire').filter((e) => e.res !== null).map((e) => e.meta.fence);
+    const [seq] = await rows(db, `SELECT last_value FROM ${T}lock_fences`);
+    return all.length && Number(seq.last_value) < Math.max(...all) ? ['lock fence sequence is below an answered fence'] : [];
+  },
+
+  // Run claims: epochs unique and increasing per run, and after each failover
+  // above every epoch answered before it.
+  async run_claim_epochs() {
     const v = [];
-    const stored = new Map((await rows(db, `SELECT run_id, driver_epoch FROM ${T}runs`)).map((r) => [r.run_id, r.driver_epoch === null ? null : Number(r.driver_epoch)]));
     for (const [run, list] of byKey(acked('run.claim').filter((e) => e.meta.outcome === 'claimed'), (e) => e.meta.run)) {
       const eps = list.map((e) => e.meta.epoch);
       if (new Set(eps).size !== eps.length) v.push(`run ${run}: an epoch was claimed twice`);
       v.push(...precedence(list, (e) => e.meta.epoch,
         (x, y) => `run ${run}: epoch ${y.meta.epoch} claimed after ${x.meta.epoch} was answered`));
-      if (!(stored.get(run) >= Math.max(...eps))) v.push(`run ${run}: stored epoch ${stored.get(run)} below claimed ${Math.max(...eps)}`);
+      v.push(...acrossFailovers(list, (e) => e.meta.epoch, `run ${run}: claim epoch`));
+    }
+    return v;
+  },
+  // The stored epoch is never below a claimed one (lost with a failover that lost commits).
+  async run_claim_stored(db) {
+    const v = [];
+    const stored = new Map((await rows(db, `SELECT run_id, driver_epoch FROM ${T}runs`)).map((r) => [r.run_id, r.driver_epoch === null ? null : Number(r.driver_epoch)]));
+    for (const [run, list] of byKey(acked('run.claim').filter((e) => e.meta.outcome === 'claimed'), (e) => e.meta.run)) {
+      const max = Math.max(...list.map((e) => e.meta.epoch));
+      if (!(stored.get(run) >= max)) v.push(`run ${run}: stored epoch ${stored.get(run)} below claimed ${max}`);
     }
     return v;
   },
@@ -979,9 +1101,10 @@ async function selfTest() {
         WHERE thread_id = 'th-0'`],
     ['parent_chains', `UPDATE ${T}checkpoints SET parent_id = checkpoint_id WHERE checkpoint_id = (SELECT head_id FROM ${T}checkpoint_threads WHERE head_id IS NOT NULL LIMIT 1)`],
     ['referenced_blobs_present', `DELETE FROM ${T}blobs WHERE blob_key = (SELECT min(blob_key) FROM ${T}checkpoint_blob_refs)`],
-    ['writer_fences_monotonic', `UPDATE ${T}checkpoint_threads SET fence = 0`],
-    ['lock_fences', `SELECT setval('${T}lock_fences', 1)`],
-    ['run_claim_epochs', `UPDATE ${T}runs SET driver_epoch = NULL`],
+    ['writer_fences_stored', `UPDATE ${T}checkpoint_threads SET fence = 0`],
+    ['lock_fences_stored', `SELECT setval('${T}lock_fences', 1)`],
+    ['run_claim_stored', `UPDATE ${T}runs SET driver_epoch = NULL`],
+    ['event_log_reads', `UPDATE ${T}event_log_entries SET digest = digest # 1 WHERE (log_id, seq) = (SELECT log_id, min(seq) FROM ${T}event_log_entries GROUP BY 1 ORDER BY 1 LIMIT 1)`],
     ['acknowledged_writes_present', `DELETE FROM ${T}runs`],
     ['acknowledged_writes_present', `UPDATE ${T}metadata SET value = '{"forged":true}' WHERE namespace LIKE 'own-%'`],
     ['acknowledged_writes_present', `UPDATE ${T}interrupts SET status = 'pending', resolved_at = NULL`],
@@ -1003,6 +1126,12 @@ async function selfTest() {
       const [run, seq] = [k.split('/')[0], Number(k.split('/')[1])];
       followRead({ cursors: {} }, run, seq - 1, { tail: seq + 1, entries: [{ seq: seq + 1, chunk: { forged: true } }] });
       followRead({ cursors: {} }, run, seq - 1, { tail: seq, entries: [{ seq, chunk: { forged: true } }] });
+    }],
+    ['event_log_reads', () => {
+      // a read whose entry does not continue the reader's chain: another stream
+      const k = [...seenChunks.keys()][0];
+      const [run, seq] = [k.split('/')[0], Number(k.split('/')[1])];
+      followDigests({}, run, { seq: seq - 1, digest: ZERO_DIGEST }, { entries: [{ seq, digest: 'ffffffffffffffff' }] }, ['{"forged":true}']);
     }],
     ['lock_fences', () => {
       const g = acked('lock.acquire').find((e) => e.res !== null);
@@ -1114,6 +1243,29 @@ const FAILOVER_PROMISES = {
 };
 const failovers = [];
 
+// Acknowledged calls lost, counted once each (failover mode): answered writes
+// whose effect the database no longer holds: checkpoints (not deletable by a
+// deleteHead that may have run), event-log appends (a chunk not at its answered
+// offset), runs, interrupts. Returns how many are newly lost since the last count.
+const lostCalls = new Set();
+async function countLostCalls(db) {
+  const before = lostCalls.size;
+  const cps = new Set((await rows(db, `SELECT checkpoint_id FROM ${T}checkpoints`)).map((r) => r.checkpoint_id));
+  const deletable = new Set(maybe('ckpt.delete_head').map((e) => e.meta.id));
+  for (const e of [...acked('ckpt.append'), ...acked('ckpt.fork')]) if (!cps.has(e.meta.id) && !deletable.has(e.meta.id)) lostCalls.add(e.i);
+  const entries = new Map((await rows(db, `SELECT l.run_id, e.seq, e.chunk::text AS chunk FROM ${T}event_log_entries e
+      JOIN ${T}event_logs l USING (log_id)`)).map((r) => [`${r.run_id}/${r.seq}`, JSON.stringify(JSON.parse(r.chunk))]));
+  for (const e of acked('event.append')) {
+    const chunks = JSON.parse(e.meta.chunks);
+    if (chunks.some((c, i) => entries.get(`${e.meta.run}/${e.meta.seqs[i]}`) !== JSON.stringify(c))) lostCalls.add(e.i);
+  }
+  const runs = new Set((await rows(db, `SELECT run_id FROM ${T}runs`)).map((r) => r.run_id));
+  for (const e of acked('run.create')) if (!runs.has(e.meta.run)) lostCalls.add(e.i);
+  const ints = new Set((await rows(db, `SELECT interrupt_id FROM ${T}interrupts`)).map((r) => r.interrupt_id));
+  for (const e of acked('interrupt.create')) if (!ints.has(e.meta.id)) lostCalls.add(e.i);
+  return lostCalls.size - before;
+}
+
 function failoverCmd(action) {
   return new Promise((resolve, reject) => {
     execFile(process.env.SP_TORTURE_FAILOVER_CMD, [action], { timeout: 300000 }, (err, stdout, stderr) => {
@@ -1160,6 +1312,8 @@ async function probeFailover(t0, oldPort, signal) {
 async function failover(action, load, signal) {
   const oldPort = await probeWrite(0);
   const t0 = Date.now();
+  const boundary = { kill: ++tick, up: Infinity };
+  boundaries.push(boundary);
   const done = failoverCmd(action);
   done.catch(() => {});
   const probe = probeFailover(t0, oldPort, signal);
@@ -1167,6 +1321,7 @@ async function failover(action, load, signal) {
   const old = await done;
   await load;
   const p = await probe;
+  boundary.up = ++tick;
   await failoverCmd('settle');
   return { action, old, ...p };
 }
@@ -1206,9 +1361,16 @@ let cycles = 0;
 // errors that follow from them are reported, and only broken promises fail.
 function reportFailovers(failed) {
   console.log('failovers:');
-  for (const f of failovers) {
+  for (const [n, f] of failovers.entries()) {
+    // reads refused after this failover (SP405, SP401 when the log was lost), until the next one
+    const from = boundaries[n].up;
+    const to = n + 1 < boundaries.length ? boundaries[n + 1].kill : Infinity;
+    const refused = log.filter((e) => e.op === 'event.read' && e.meta.diverged && e.s > from && e.s < to);
+    const by = {};
+    for (const e of refused) by[e.code] = (by[e.code] || 0) + 1;
     console.log(`  ${f.cycle} ${f.action}: unavailable ${f.seconds.toFixed(2)} s, ${f.inflight} in flight, `
-      + `${f.lost} acknowledged-call violations, ${f.broken} broken promises, ${f.errors} unexpected errors`);
+      + `${f.lostNow} acknowledged calls lost (${f.lost} loss-check findings), ${f.broken} broken promises, ${f.errors} unexpected errors, `
+      + `${refused.length} resumed reads refused ${JSON.stringify(by)}`);
     for (const [k, r] of Object.entries(f.fresh)) {
       const why = FAILOVER_PROMISES[k] ? `PROMISE BROKEN (${FAILOVER_PROMISES[k]}): ` : (ASYNC ? 'lost in the failover (asynchronous replication): ' : '');
       for (const x of r.slice(0, 5)) console.log(`    - ${why}${k}: ${x}`);
@@ -1277,14 +1439,17 @@ async function main() {
       const codes = {};
       for (const e of cut) codes[e.code] = (codes[e.code] || 0) + 1;
       await checkNow(`after failover ${cycle} (${action})`);
+      const lostDb = await connect(DB);
+      const lostNow = await countLostCalls(lostDb);
+      await lostDb.end();
       const lost = Object.entries(fresh).filter(([k]) => !FAILOVER_PROMISES[k]).reduce((n, [, r]) => n + r.length, 0);
       const broken = Object.entries(fresh).filter(([k]) => FAILOVER_PROMISES[k]).reduce((n, [, r]) => n + r.length, 0);
-      failovers.push({ cycle, ...f, inflight: cut.length, codes, lost, broken, fresh,
+      failovers.push({ cycle, ...f, inflight: cut.length, codes, lost, lostNow, broken, fresh,
         errors: stats.failures.length - failuresBefore });
       console.log(`failover ${cycle} (${action === 'kill' ? 'kill -9 of the leader postmaster' : 'patronictl switchover'}):`
         + ` old leader port ${f.old}, new ${f.port}; writes unavailable ${f.seconds.toFixed(2)} s;`
         + ` ${cut.length} calls in flight (codes ${JSON.stringify(codes)}); the probe saw ${JSON.stringify(f.seen)};`
-        + ` ${lost} acknowledged-call violations, ${broken} broken failover promises`);
+        + ` ${lostNow} acknowledged calls lost (${lost} findings of the loss checks), ${broken} broken failover promises`);
       continue;
     }
     const pid = crashServer();
@@ -1340,10 +1505,12 @@ async function main() {
     const u = failovers.map((f) => f.seconds).sort((a, b) => a - b);
     const med = u.length ? (u.length % 2 ? u[(u.length - 1) / 2] : (u[u.length / 2 - 1] + u[u.length / 2]) / 2) : 0;
     const lost = failovers.reduce((n, f) => n + f.lost, 0);
+    const lostCounted = failovers.map((f) => f.lostNow);
     const broken = failovers.reduce((n, f) => n + f.broken, 0);
     console.log(`summary: torture (failover, ${ASYNC ? 'asynchronous' : 'synchronous'}): ${stats.ops} operations (${stats.acked} acknowledged), `
       + `${failovers.filter((f) => f.action === 'kill').length} kill -9 failovers + ${failovers.filter((f) => f.action === 'switchover').length} switchovers, `
-      + `unavailable median ${med.toFixed(2)} s worst ${(u[u.length - 1] ?? 0).toFixed(2)} s, ${lost} acknowledged-call violations, `
+      + `unavailable median ${med.toFixed(2)} s worst ${(u[u.length - 1] ?? 0).toFixed(2)} s, `
+      + `${lostCounted.reduce((a, b) => a + b, 0)} acknowledged calls lost (per failover: ${lostCounted.join(', ')}; ${lost} loss-check findings), `
       + `${broken} broken failover promises, ${violations} invariant violations in all`);
   } else {
     console.log(`summary: torture (${MODE}): ${stats.ops} operations (${stats.acked} acknowledged, ${stats.expected} expected errors), ${cycles} crash cycles, ${violations} invariant violations`);
@@ -1573,29 +1740,31 @@ async function pitrMain() {
     `PT25 the lock fence handed out after the target (${m.lockTakeover.l.fence}) is not handed out again: ${relock.l?.fence}`);
 
   // Event-log readers: what they saw up to the restored tail is still there;
-  // a cursor past it is told so by the tail, never given other chunks quietly.
+  // a resume token past it is refused (SP405), never given other chunks quietly.
   console.log('event-log readers:');
-  const tails = new Map((await q1(`SELECT run_id, tail_seq FROM ${T}event_logs`)).map((r) => [r.run_id, Number(r.tail_seq)]));
+  const tails = new Map((await q1(`SELECT run_id, tail_seq, lpad(to_hex(tail_digest), 16, '0') AS tail_digest FROM ${T}event_logs`))
+    .map((r) => [r.run_id, { seq: Number(r.tail_seq), digest: r.tail_digest }]));
   for (const k of [...seenChunks.keys()]) {
     const [run, seq] = [k.slice(0, k.lastIndexOf('/')), Number(k.slice(k.lastIndexOf('/') + 1))];
-    if (!(seq <= (tails.get(run) ?? 0))) seenChunks.delete(k);
+    if (!(seq <= (tails.get(run)?.seq ?? 0))) seenChunks.delete(k);
   }
   let past = 0;
   let told = 0;
   for (const cl of clients) {
     for (const [run, cursor] of Object.entries(cl.cursors)) {
-      if (cursor <= (tails.get(run) ?? 0)) continue;
+      if (cursor.seq <= (tails.get(run)?.seq ?? 0)) continue;
       past++;
       try {
-        const r = JSON.parse((await q1(`SELECT ${S}event_log_read($1, $2, 10) AS r`, [run, cursor]))[0].r);
-        if (r.tail < cursor && r.entries.length === 0) told++;
+        await q1(`SELECT ${S}event_log_read_verified($1, $2, $3, 10) AS r`, [run, cursor.seq, cursor.digest]);
       } catch (err) {
-        if (err.code) told++;   // an error with its own code tells the reader as well
+        if (err.code === 'SP405') told++;   // EVENT_LOG_OFFSET_DIVERGED: the entries it read are not here
       }
-      cl.cursors[run] = tails.get(run) ?? 0;   // the reader starts again from what the server holds
+      // the reader starts again from what the server holds
+      if (tails.has(run)) cl.cursors[run] = tails.get(run);
+      else delete cl.cursors[run];
     }
   }
-  pitrExpect(past > 0 && past === told, `PT15 readers whose cursor is past the restored tail: ${past}; each read tells them (tail below the cursor, no entries): ${told}`);
+  pitrExpect(past > 0 && past === told, `PT15 readers whose resume token is past the restored tail: ${past}; each read is refused with SP405: ${told}`);
   console.log(`  offsets read before the restore and at or below the restored tails: ${seenChunks.size} (the checker compares them with what later reads get)`);
 
   v.restored = await checkOn('on the restored cluster, the log cut at the target');

@@ -49,10 +49,14 @@ export const checkpoints = postgresCheckpoints(pool)
  * for your own critical sections, and `withSandbox` run claims once that middleware
  * is installable (nothing in the published @tanstack/ai 0.58 reads `withLocks`).
  */
-export const locks = postgresLocks(pool, { ttlMs: 15_000, renewEveryMs: 4_000, logger: console })
+// The LISTEN connection: a direct URL to the primary (LISTEN_DATABASE_URL when
+// the pool goes through a transaction pooler), given explicitly, since the
+// adapter does not read the pool's settings.
+const listener = { listenerConnectionString: process.env.LISTEN_DATABASE_URL ?? process.env.DATABASE_URL }
+export const locks = postgresLocks(pool, { ttlMs: 15_000, renewEveryMs: 4_000, logger: console, ...listener })
 /** durability: { adapter: durability(request) }; one factory, one adapter per request */
-export const durability = postgresDurability(pool, { logger: console })
-export const maintenance = postgresMaintenance(pool, { logger: console })
+export const durability = postgresDurability(pool, { logger: console, ...listener })
+export const maintenance = postgresMaintenance(pool, { logger: console, ...listener })
 
 // Replace with a real provider adapter, e.g. openaiText('gpt-5.5') from @tanstack/ai-openai.
 function echoAdapter(): TextAdapter<'echo', Record<string, never>, readonly ['text'], DefaultMessageMetadataByModality> {

@@ -1,8 +1,10 @@
 /**
- * Errors thrown by the adapter, and the translation of PostgreSQL errors
- * (SQLSTATE plus the code name at the start of `errdetail`) into them
- * (docs/contract/README.md §4).
+ * Errors thrown by the adapter, one family under `SandboxPersistError`, and
+ * the translation of PostgreSQL errors into them by SQLSTATE
+ * (docs/contract/README.md §4; the class-SP table is error_codes.ts,
+ * generated from the extension's src/errors.h).
  */
+import { SP_ERRORS, type SpSqlState } from './error_codes.js'
 
 /** Contract codes of the checkpoint store (`@tanstack/ai-sandbox`). */
 export type SandboxCheckpointErrorCode =
@@ -22,71 +24,6 @@ export type SandboxCheckpointErrorCode =
   /** SP015 (ours): a cross-shard import names a blob the destination shard does not hold. */
   | 'SANDBOX_SNAPSHOT_FORK_BLOB_MISSING'
 
-export class SandboxCheckpointError extends Error {
-  readonly code: SandboxCheckpointErrorCode
-  constructor(code: SandboxCheckpointErrorCode, message: string, options?: ErrorOptions) {
-    super(message, options)
-    this.name = 'SandboxCheckpointError'
-    this.code = code
-  }
-}
-
-export class SandboxCheckpointConflictError extends SandboxCheckpointError {
-  constructor(message: string, options?: ErrorOptions) {
-    super('SANDBOX_SNAPSHOT_STALE_HEAD', message, options)
-    this.name = 'SandboxCheckpointConflictError'
-  }
-}
-
-export class SandboxCheckpointParentMismatchError extends SandboxCheckpointError {
-  constructor(message: string, options?: ErrorOptions) {
-    super('SANDBOX_SNAPSHOT_PARENT_MISMATCH', message, options)
-    this.name = 'SandboxCheckpointParentMismatchError'
-  }
-}
-
-export class SandboxCheckpointDuplicateIdError extends SandboxCheckpointError {
-  constructor(message: string, options?: ErrorOptions) {
-    super('SANDBOX_SNAPSHOT_DUPLICATE_ID', message, options)
-    this.name = 'SandboxCheckpointDuplicateIdError'
-  }
-}
-
-export class SandboxCheckpointNotHeadError extends SandboxCheckpointError {
-  constructor(message: string, options?: ErrorOptions) {
-    super('SANDBOX_SNAPSHOT_NOT_HEAD', message, options)
-    this.name = 'SandboxCheckpointNotHeadError'
-  }
-}
-
-export class SandboxCheckpointWriterConflictError extends SandboxCheckpointError {
-  constructor(message: string, options?: ErrorOptions) {
-    super('SANDBOX_SNAPSHOT_WRITER_CONFLICT', message, options)
-    this.name = 'SandboxCheckpointWriterConflictError'
-  }
-}
-
-export class SandboxCheckpointWriterLostError extends SandboxCheckpointError {
-  constructor(message: string, options?: ErrorOptions) {
-    super('SANDBOX_SNAPSHOT_WRITER_LOST', message, options)
-    this.name = 'SandboxCheckpointWriterLostError'
-  }
-}
-
-export class SandboxCheckpointInvalidIdError extends SandboxCheckpointError {
-  constructor(message: string, options?: ErrorOptions) {
-    super('SANDBOX_SNAPSHOT_INVALID_ID', message, options)
-    this.name = 'SandboxCheckpointInvalidIdError'
-  }
-}
-
-export class SandboxCheckpointInvalidEntryError extends SandboxCheckpointError {
-  constructor(message: string, options?: ErrorOptions) {
-    super('SANDBOX_SNAPSHOT_INVALID_ENTRY', message, options)
-    this.name = 'SandboxCheckpointInvalidEntryError'
-  }
-}
-
 /** Codes of the set-up errors (`SandboxPersistSetupError`). */
 export type SandboxPersistSetupErrorCode =
   /** 3F000: the schema `sandbox_persist` does not exist in this database. */
@@ -99,6 +36,10 @@ export type SandboxPersistSetupErrorCode =
   | 'SERVER_FILES_MISSING'
   /** No SQLSTATE: the installed extension's version does not fit this adapter's (version.ts). */
   | 'EXTENSION_VERSION_INCOMPATIBLE'
+  /** No SQLSTATE: an optional peer package a function builds on is not installed (`SandboxPersistPeerError`). */
+  | 'PEER_NOT_INSTALLED'
+  /** No SQLSTATE: the installed optional peer lacks the export a function builds on (`SandboxPersistPeerError`). */
+  | 'PEER_EXPORT_MISSING'
 
 /** Every code a `SandboxPersistError` can carry. */
 export type SandboxPersistErrorCode =
@@ -142,25 +83,267 @@ export type SandboxPersistErrorCode =
   | 'BLOB_VERSION_CHANGED'
   /** The connection failed under the call (`SandboxPersistConnectionError`, failover.ts): see `outcomeUnknown`. */
   | 'CONNECTION_LOST'
+  /** `withLock` waited longer than `acquireTimeoutMs` (`LockAcquireTimeoutError`). */
+  | 'LOCK_ACQUIRE_TIMEOUT'
+  /** The abort reason of a `withLock` signal once the lock is no longer guaranteed (`LockLostError`). */
+  | 'LOCK_LOST'
+  /** Class 22: the server refused the input (`SandboxPersistInputError`, also a `TypeError`). */
+  | 'INVALID_INPUT'
+  /** 22003, 54000 and a call's range errors: a value out of range (`SandboxPersistRangeError`, also a `RangeError`). */
+  | 'INPUT_OUT_OF_RANGE'
   | SandboxPersistSetupErrorCode
 
+/** The fields of a `SandboxPersistError` besides `code` and `message`. */
+export interface SandboxPersistErrorFields extends ErrorOptions {
+  /** The SQLSTATE of the database error, when there is one. */
+  sqlstate?: string
+  /** The server's DETAIL: a sentence for people. */
+  detail?: string
+  /** What the caller can do: the server's HINT, or the table's (error_codes.ts). */
+  hint?: string
+}
+
+/** Marks an error whose prototype chain was re-rooted (`alsoInstanceOf`) with the adapter class it is. */
+const FAMILY = Symbol.for('@sandbox-persist/tanstack-ai.class')
+
 /**
- * Any other class-SP error of the extension (RUN_EPOCH_NOT_INCREASING,
- * BLOB_*, EVENT_LOG_*, CLIENT_CLOCK_NOT_ALLOWED, ...), and the adapter's own
- * (ADAPTER_CLOSED, EVENT_LOG_INVALID_OFFSET, BLOB_VERSION_CHANGED, RUN_ID_REQUIRED,
- * INVALID_RUN_ID, RUN_ALREADY_FINISHED, RUN_ALREADY_STARTED): an `Error` whose `code` is the
- * contract's code name. The driver error, when there is one, is `cause`.
+ * The one base of every error the adapter raises from the database, and of its
+ * own (ADAPTER_CLOSED, EVENT_LOG_INVALID_OFFSET, BLOB_VERSION_CHANGED,
+ * RUN_ID_REQUIRED, INVALID_RUN_ID, RUN_ALREADY_FINISHED, RUN_ALREADY_STARTED,
+ * LOCK_ACQUIRE_TIMEOUT, LOCK_LOST, ...): `code` is the contract's code name,
+ * `sqlstate`, `detail` and `hint` come from the server (undefined for the
+ * adapter's own), `cause` is the driver error. All five are own, enumerable
+ * properties, as on node-postgres's `DatabaseError`, so they survive logging
+ * and `structuredClone`.
+ *
+ * The SQLSTATE is the key: a class-SP SQLSTATE maps to its code through
+ * `SP_ERRORS` (error_codes.ts, generated from the extension's error table).
  */
 export class SandboxPersistError extends Error {
-  readonly code: SandboxPersistErrorCode
+  readonly code: SandboxPersistErrorCode | SandboxCheckpointErrorCode
   readonly sqlstate: string | undefined
   readonly detail: string | undefined
-  constructor(code: SandboxPersistErrorCode, message: string, sqlstate?: string, detail?: string, options?: ErrorOptions) {
-    super(message, options)
+  readonly hint: string | undefined
+  /**
+   * `new SandboxPersistError(code, message, { sqlstate, detail, hint, cause })`;
+   * the 0.3 form `(code, message, sqlstate, detail, { cause })` still works.
+   */
+  constructor(
+    code: SandboxPersistErrorCode | SandboxCheckpointErrorCode,
+    message: string,
+    fields?: string | SandboxPersistErrorFields,
+    detail?: string,
+    options?: SandboxPersistErrorFields,
+  ) {
+    const f: SandboxPersistErrorFields =
+      typeof fields === 'object' && fields !== null ? fields : { ...options, sqlstate: fields, detail }
+    super(message, 'cause' in f ? { cause: f.cause } : undefined)
     this.name = 'SandboxPersistError'
     this.code = code
-    this.sqlstate = sqlstate
-    this.detail = detail
+    this.sqlstate = f.sqlstate
+    this.detail = f.detail
+    this.hint = f.hint
+    Object.defineProperty(this, 'cause', { value: f.cause, enumerable: true, writable: true, configurable: true })
+  }
+
+  /** Also true for an error re-rooted onto another class (a TypeError, an upstream class) that is one of ours. */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    if (Function.prototype[Symbol.hasInstance].call(this, value)) return true
+    if (typeof value !== 'object' || value === null) return false
+    const own = (value as { [FAMILY]?: unknown })[FAMILY]
+    return typeof own === 'function' && (own === this || Object.prototype.isPrototypeOf.call(this.prototype, own.prototype))
+  }
+}
+
+/** Prototypes made by `alsoInstanceOf`, per adapter class and foreign class. */
+const rerooted = new WeakMap<object, WeakMap<object, object>>()
+
+/**
+ * Make `error` (an instance of the adapter's class `Own`) an instance of
+ * `Other` too: its prototype chain is re-rooted on `Other.prototype`, and
+ * `Own`'s `instanceof` (and its bases') still answers true through `FAMILY`.
+ * Own properties (code, sqlstate, detail, hint, cause, name) are unchanged.
+ */
+function alsoInstanceOf<T extends Error>(error: T, Own: Function, Other: Function): T {
+  let byOther = rerooted.get(Own)
+  if (byOther === undefined) {
+    byOther = new WeakMap()
+    rerooted.set(Own, byOther)
+  }
+  let proto = byOther.get(Other)
+  if (proto === undefined) {
+    proto = Object.create(Other.prototype as object, { constructor: { value: Own, writable: true, configurable: true } }) as object
+    byOther.set(Other, proto)
+  }
+  Object.setPrototypeOf(error, proto)
+  Object.defineProperty(error, FAMILY, { value: Own, enumerable: false })
+  return error
+}
+
+/** Upstream's checkpoint error classes by export name, once `@tanstack/ai-sandbox` was loaded (null: absent). */
+let upstreamClasses: Record<string, Function> | null = null
+let upstreamLoad: Promise<void> | undefined
+/** The optional peer whose `SandboxCheckpoint*Error` classes the store's errors also belong to. */
+const UPSTREAM_SANDBOX = '@tanstack/ai-sandbox'
+
+/**
+ * Use the `SandboxCheckpoint*Error` classes `mod` exports for the checkpoint
+ * store's errors from now on (`undefined`: none). The checkpoint store calls
+ * it with the installed `@tanstack/ai-sandbox` (`loadUpstreamErrors`); tests
+ * with a stand-in.
+ */
+export function useUpstreamErrors(mod: Record<string, unknown> | undefined): void {
+  const found: Record<string, Function> = {}
+  for (const [name, value] of Object.entries(mod ?? {})) {
+    if (/^SandboxCheckpoint[A-Za-z]*Error$/.test(name) && typeof value === 'function' && value.prototype instanceof Error) {
+      found[name] = value as Function
+    }
+  }
+  upstreamClasses = Object.keys(found).length > 0 ? found : null
+}
+
+/**
+ * Load the installed `@tanstack/ai-sandbox` once (a dynamic import of an
+ * optional peer: absent, or without the classes, means no interop) and
+ * resolve when done; never rejects.
+ */
+export function loadUpstreamErrors(specifier: string = UPSTREAM_SANDBOX): Promise<void> {
+  upstreamLoad ??= import(specifier).then(
+    (mod: Record<string, unknown>) => useUpstreamErrors(mod),
+    () => undefined,
+  )
+  return upstreamLoad
+}
+
+/** Resolves once a started `loadUpstreamErrors` is over (at once when none was started). */
+export function upstreamErrorsSettled(): Promise<void> {
+  return upstreamLoad ?? Promise.resolve()
+}
+
+/** Re-root a checkpoint error onto upstream's class of the same name (or its base), when upstream is loaded. */
+function alsoUpstream(error: SandboxCheckpointError, Own: Function): void {
+  if (upstreamClasses === null) return
+  const Other = upstreamClasses[Own.name] ?? upstreamClasses.SandboxCheckpointError
+  if (Other !== undefined) alsoInstanceOf(error, Own, Other)
+}
+
+/**
+ * SP101-SP103 from `interrupt_commit_batch`: `message` is exactly upstream's
+ * text (its in-memory store throws a plain `Error` with it).
+ */
+export class InterruptBatchError extends SandboxPersistError {
+  declare readonly code: 'INTERRUPT_BATCH_DUPLICATE_ID' | 'INTERRUPT_BATCH_MISSING_ID' | 'INTERRUPT_BATCH_NON_PENDING_ID'
+  constructor(code: InterruptBatchError['code'], message: string, fields?: SandboxPersistErrorFields) {
+    super(code, message, fields)
+    this.name = 'InterruptBatchError'
+  }
+}
+
+/**
+ * Bad input the server refused with a class-22 SQLSTATE (`INVALID_INPUT`);
+ * the instances the adapter raises are also `TypeError`s, as before 0.4.
+ */
+export class SandboxPersistInputError extends SandboxPersistError {
+  declare readonly code: 'INVALID_INPUT' | 'INPUT_OUT_OF_RANGE'
+  constructor(message: string, fields?: SandboxPersistErrorFields, code: 'INVALID_INPUT' | 'INPUT_OUT_OF_RANGE' = 'INVALID_INPUT') {
+    super(code, message, fields)
+    this.name = 'SandboxPersistInputError'
+  }
+}
+
+/**
+ * A value out of range (22003, 54000, and per call the range errors of blob
+ * reads): `INPUT_OUT_OF_RANGE`; the instances the adapter raises are also
+ * `RangeError`s, as before 0.4.
+ */
+export class SandboxPersistRangeError extends SandboxPersistInputError {
+  declare readonly code: 'INPUT_OUT_OF_RANGE'
+  constructor(message: string, fields?: SandboxPersistErrorFields) {
+    super(message, fields, 'INPUT_OUT_OF_RANGE')
+    this.name = 'SandboxPersistRangeError'
+  }
+}
+
+/**
+ * Every code the checkpoint store raises: an instance of this class or of one
+ * of the upstream-named subclasses below, and so a `SandboxPersistError`
+ * (`sqlstate`, `detail`, `hint`, `cause`). When the installed
+ * `@tanstack/ai-sandbox` exports its own `SandboxCheckpoint*Error` classes,
+ * every instance is also an instance of the upstream class of the same name
+ * (or of upstream's `SandboxCheckpointError` for the codes upstream has no
+ * class for), so an app that decides by `instanceof` on upstream's classes
+ * sees the store's errors as its own.
+ */
+export class SandboxCheckpointError extends SandboxPersistError {
+  declare readonly code: SandboxCheckpointErrorCode
+  constructor(code: SandboxCheckpointErrorCode, message: string, options?: SandboxPersistErrorFields) {
+    super(code, message, options)
+    this.name = 'SandboxCheckpointError'
+    alsoUpstream(this, new.target)
+  }
+}
+
+export class SandboxCheckpointConflictError extends SandboxCheckpointError {
+  declare readonly code: 'SANDBOX_SNAPSHOT_STALE_HEAD'
+  constructor(message: string, options?: SandboxPersistErrorFields) {
+    super('SANDBOX_SNAPSHOT_STALE_HEAD', message, options)
+    this.name = 'SandboxCheckpointConflictError'
+  }
+}
+
+export class SandboxCheckpointParentMismatchError extends SandboxCheckpointError {
+  declare readonly code: 'SANDBOX_SNAPSHOT_PARENT_MISMATCH'
+  constructor(message: string, options?: SandboxPersistErrorFields) {
+    super('SANDBOX_SNAPSHOT_PARENT_MISMATCH', message, options)
+    this.name = 'SandboxCheckpointParentMismatchError'
+  }
+}
+
+export class SandboxCheckpointDuplicateIdError extends SandboxCheckpointError {
+  declare readonly code: 'SANDBOX_SNAPSHOT_DUPLICATE_ID'
+  constructor(message: string, options?: SandboxPersistErrorFields) {
+    super('SANDBOX_SNAPSHOT_DUPLICATE_ID', message, options)
+    this.name = 'SandboxCheckpointDuplicateIdError'
+  }
+}
+
+export class SandboxCheckpointNotHeadError extends SandboxCheckpointError {
+  declare readonly code: 'SANDBOX_SNAPSHOT_NOT_HEAD'
+  constructor(message: string, options?: SandboxPersistErrorFields) {
+    super('SANDBOX_SNAPSHOT_NOT_HEAD', message, options)
+    this.name = 'SandboxCheckpointNotHeadError'
+  }
+}
+
+export class SandboxCheckpointWriterConflictError extends SandboxCheckpointError {
+  declare readonly code: 'SANDBOX_SNAPSHOT_WRITER_CONFLICT'
+  constructor(message: string, options?: SandboxPersistErrorFields) {
+    super('SANDBOX_SNAPSHOT_WRITER_CONFLICT', message, options)
+    this.name = 'SandboxCheckpointWriterConflictError'
+  }
+}
+
+export class SandboxCheckpointWriterLostError extends SandboxCheckpointError {
+  declare readonly code: 'SANDBOX_SNAPSHOT_WRITER_LOST'
+  constructor(message: string, options?: SandboxPersistErrorFields) {
+    super('SANDBOX_SNAPSHOT_WRITER_LOST', message, options)
+    this.name = 'SandboxCheckpointWriterLostError'
+  }
+}
+
+export class SandboxCheckpointInvalidIdError extends SandboxCheckpointError {
+  declare readonly code: 'SANDBOX_SNAPSHOT_INVALID_ID'
+  constructor(message: string, options?: SandboxPersistErrorFields) {
+    super('SANDBOX_SNAPSHOT_INVALID_ID', message, options)
+    this.name = 'SandboxCheckpointInvalidIdError'
+  }
+}
+
+export class SandboxCheckpointInvalidEntryError extends SandboxCheckpointError {
+  declare readonly code: 'SANDBOX_SNAPSHOT_INVALID_ENTRY'
+  constructor(message: string, options?: SandboxPersistErrorFields) {
+    super('SANDBOX_SNAPSHOT_INVALID_ENTRY', message, options)
+    this.name = 'SandboxCheckpointInvalidEntryError'
   }
 }
 
@@ -172,7 +355,8 @@ export class SandboxPersistError extends Error {
  * report the stream as broken.
  */
 export class EventLogOffsetDivergedError extends SandboxPersistError {
-  constructor(message: string, sqlstate: string, detail: string | undefined, options?: ErrorOptions) {
+  declare readonly code: 'EVENT_LOG_OFFSET_DIVERGED'
+  constructor(message: string, sqlstate: string | SandboxPersistErrorFields, detail?: string, options?: SandboxPersistErrorFields) {
     super('EVENT_LOG_OFFSET_DIVERGED', message, sqlstate, detail, options)
     this.name = 'EventLogOffsetDivergedError'
   }
@@ -185,11 +369,10 @@ export class EventLogOffsetDivergedError extends SandboxPersistError {
  */
 export class SandboxPersistSetupError extends SandboxPersistError {
   declare readonly code: SandboxPersistSetupErrorCode
-  readonly hint: string
+  declare readonly hint: string
   constructor(code: SandboxPersistSetupErrorCode, message: string, hint: string, sqlstate?: string, options?: ErrorOptions) {
-    super(code, `${message} Hint: ${hint}`, sqlstate, undefined, options)
+    super(code, `${message} Hint: ${hint}`, { ...options, sqlstate, hint })
     this.name = 'SandboxPersistSetupError'
-    this.hint = hint
   }
 }
 
@@ -203,19 +386,21 @@ export class SandboxPersistSetupError extends SandboxPersistError {
 export class LeaseRowBusyError extends SandboxPersistError {
   declare readonly code: 'LEASE_ROW_BUSY'
   readonly retryable = true
-  constructor(message: string, sqlstate: string, detail: string | undefined, options?: ErrorOptions) {
+  constructor(message: string, sqlstate: string | SandboxPersistErrorFields, detail?: string, options?: SandboxPersistErrorFields) {
     super('LEASE_ROW_BUSY', message, sqlstate, detail, options)
     this.name = 'LeaseRowBusyError'
   }
 }
 
 /** `withLock` waited longer than `acquireTimeoutMs` [L18]. */
-export class LockAcquireTimeoutError extends Error {
-  readonly code = 'LOCK_ACQUIRE_TIMEOUT'
+export class LockAcquireTimeoutError extends SandboxPersistError {
+  declare readonly code: 'LOCK_ACQUIRE_TIMEOUT'
   readonly key: string
   readonly timeoutMs: number
   constructor(key: string, timeoutMs: number) {
-    super(`Timed out after ${timeoutMs} ms waiting for lock ${JSON.stringify(key)}.`)
+    super('LOCK_ACQUIRE_TIMEOUT', `Timed out after ${timeoutMs} ms waiting for lock ${JSON.stringify(key)}.`, {
+      hint: 'Retry later, or raise acquireTimeoutMs.',
+    })
     this.name = 'LockAcquireTimeoutError'
     this.key = key
     this.timeoutMs = timeoutMs
@@ -223,17 +408,19 @@ export class LockAcquireTimeoutError extends Error {
 }
 
 /** The abort reason of a `withLock` signal once ownership is not guaranteed [L16], or the store closes under it. */
-export class LockLostError extends Error {
-  readonly code = 'LOCK_LOST'
+export class LockLostError extends SandboxPersistError {
+  declare readonly code: 'LOCK_LOST'
   readonly key: string
   readonly why: 'lost' | 'deadline' | 'closed'
   constructor(key: string, why: 'lost' | 'deadline' | 'closed') {
     super(
+      'LOCK_LOST',
       why === 'lost'
         ? `Lock ${JSON.stringify(key)} was lost: the lease expired or was taken over.`
         : why === 'closed'
           ? `Lock ${JSON.stringify(key)} is being released: the lock store was closed and fn did not finish within closeTimeoutMs.`
           : `Lock ${JSON.stringify(key)} can no longer be guaranteed: no renewal was confirmed before the local deadline.`,
+      { hint: 'Stop the work guarded by the lock; acquire the lock again before redoing it.' },
     )
     this.name = 'LockLostError'
     this.key = key
@@ -241,7 +428,8 @@ export class LockLostError extends Error {
   }
 }
 
-const CHECKPOINT_CLASSES: Record<string, new (message: string, options?: ErrorOptions) => SandboxCheckpointError> = {
+/** The upstream-named class of each checkpoint code that has one. */
+const CHECKPOINT_CLASSES: Partial<Record<SandboxCheckpointErrorCode, new (message: string, options?: SandboxPersistErrorFields) => SandboxCheckpointError>> = {
   SANDBOX_SNAPSHOT_STALE_HEAD: SandboxCheckpointConflictError,
   SANDBOX_SNAPSHOT_PARENT_MISMATCH: SandboxCheckpointParentMismatchError,
   SANDBOX_SNAPSHOT_DUPLICATE_ID: SandboxCheckpointDuplicateIdError,
@@ -252,48 +440,17 @@ const CHECKPOINT_CLASSES: Record<string, new (message: string, options?: ErrorOp
   SANDBOX_SNAPSHOT_INVALID_ENTRY: SandboxCheckpointInvalidEntryError,
 }
 
-/** SQLSTATE -> code name, used when a detail does not carry the name. */
-const SP_CODES: Record<string, SandboxCheckpointErrorCode | SandboxPersistErrorCode> = {
-  SP001: 'SANDBOX_SNAPSHOT_STALE_HEAD',
-  SP002: 'SANDBOX_SNAPSHOT_PARENT_MISMATCH',
-  SP003: 'SANDBOX_SNAPSHOT_DUPLICATE_ID',
-  SP004: 'SANDBOX_SNAPSHOT_NOT_HEAD',
-  SP005: 'SANDBOX_SNAPSHOT_WRITER_CONFLICT',
-  SP006: 'SANDBOX_SNAPSHOT_WRITER_LOST',
-  SP007: 'SANDBOX_SNAPSHOT_INVALID_ID',
-  SP008: 'SANDBOX_SNAPSHOT_INVALID_ENTRY',
-  SP009: 'SANDBOX_SNAPSHOT_FORK_SOURCE_NOT_FOUND',
-  SP010: 'SANDBOX_SNAPSHOT_FORK_SOURCE_THREAD_MISMATCH',
-  SP011: 'SANDBOX_SNAPSHOT_FORK_DESTINATION_NOT_EMPTY',
-  SP012: 'SANDBOX_SNAPSHOT_CHECKPOINT_NOT_FOUND',
-  SP013: 'SANDBOX_SNAPSHOT_ATOMIC_FORK_REQUIRED',
-  SP014: 'SANDBOX_THREAD_MOVING',
-  SP015: 'SANDBOX_SNAPSHOT_FORK_BLOB_MISSING',
-  SP101: 'INTERRUPT_BATCH_DUPLICATE_ID',
-  SP102: 'INTERRUPT_BATCH_MISSING_ID',
-  SP103: 'INTERRUPT_BATCH_NON_PENDING_ID',
-  SP201: 'RUN_EPOCH_NOT_INCREASING',
-  SP301: 'BLOB_CONTENT_HASH_MISMATCH',
-  SP302: 'BLOB_UPLOAD_NOT_FOUND',
-  SP303: 'BLOB_UPLOAD_OFFSET_MISMATCH',
-  SP401: 'EVENT_LOG_NOT_FOUND',
-  SP402: 'EVENT_LOG_OFFSET_OUT_OF_RANGE',
-  SP403: 'EVENT_LOG_PRODUCER_SEQ_CONFLICT',
-  SP404: 'EVENT_LOG_FENCE_STALE',
-  SP405: 'EVENT_LOG_OFFSET_DIVERGED',
-  SP501: 'LEASE_ROW_BUSY',
-  SP901: 'CLIENT_CLOCK_NOT_ALLOWED',
-  SP902: 'TEST_RESET_NOT_ALLOWED',
+/** The code name and hint of a class-SP SQLSTATE, or undefined for one this package does not know (a newer extension). */
+function spEntry(sqlstate: string): { code: string; hint: string | undefined } | undefined {
+  return Object.prototype.hasOwnProperty.call(SP_ERRORS, sqlstate) ? SP_ERRORS[sqlstate as SpSqlState] : undefined
 }
-
-/** The code names a class-SP error may carry (anything else is `UNKNOWN_SP_ERROR`). */
-const KNOWN_CODES = new Set<string>(Object.values(SP_CODES))
 
 /** The fields of a node-postgres `DatabaseError` this module reads. */
 interface PgErrorLike {
   code?: unknown
   message: string
   detail?: unknown
+  hint?: unknown
 }
 
 export function isDatabaseError(error: unknown): error is PgErrorLike & { code: string } {
@@ -315,11 +472,30 @@ export interface ErrorContext {
   rangeErrors?: ReadonlyArray<string>
 }
 
-/** Attach the SQLSTATE and detail to a translated error (the driver error is its `cause`). */
-function decorate<T extends Error>(error: T, sqlstate: string, detail: string | undefined): T {
-  Object.defineProperty(error, 'sqlstate', { value: sqlstate, enumerable: false })
-  Object.defineProperty(error, 'detail', { value: detail, enumerable: false })
-  return error
+/**
+ * An optional peer package that a function loads when it is called is missing,
+ * or lacks the export the function builds on (`postgresSandboxSnapshots` and
+ * `@tanstack/ai-sandbox`'s `createSandboxSnapshots`). Nothing was changed.
+ */
+export class SandboxPersistPeerError extends SandboxPersistSetupError {
+  declare readonly code: 'PEER_NOT_INSTALLED' | 'PEER_EXPORT_MISSING'
+  /** The package, e.g. `@tanstack/ai-sandbox`. */
+  readonly peer: string
+  /** The export that is missing (`PEER_EXPORT_MISSING`), or the one that was wanted. */
+  readonly missingExport: string
+  constructor(
+    code: 'PEER_NOT_INSTALLED' | 'PEER_EXPORT_MISSING',
+    peer: string,
+    missingExport: string,
+    message: string,
+    hint: string,
+    options?: ErrorOptions,
+  ) {
+    super(code, message, hint, undefined, options)
+    this.name = 'SandboxPersistPeerError'
+    this.peer = peer
+    this.missingExport = missingExport
+  }
 }
 
 /** A set-up failure (the database is not ready for this package), or null. */
@@ -366,62 +542,49 @@ function setupError(sqlstate: string, message: string, cause: unknown): SandboxP
 
 /**
  * Translate a node-postgres error into the adapter's error
- * (docs/contract/README.md §4).
+ * (docs/contract/README.md §4): the SQLSTATE decides the class and `code`
+ * (`SP_ERRORS` for class SP); the server's DETAIL, a sentence, is the
+ * message's tail (the message itself for the texts upstream fixes), and its
+ * HINT (or the table's) is `hint`.
  */
 export function translateError(error: unknown, context: ErrorContext = {}): unknown {
   if (!isDatabaseError(error)) return error
   const sqlstate = error.code
   const detail = typeof error.detail === 'string' ? error.detail : undefined
+  const serverHint = typeof error.hint === 'string' ? error.hint : undefined
 
   const setup = setupError(sqlstate, error.message, error)
   if (setup !== null) return setup
 
   if (sqlstate.startsWith('SP')) {
-    let code: string = SP_CODES[sqlstate] ?? 'UNKNOWN_SP_ERROR'
-    let sentence = detail ?? error.message
-    const match = detail === undefined ? null : /^([A-Z][A-Z0-9_]*): ([\s\S]*)$/.exec(detail)
-    if (match) {
-      code = match[1] as string
-      sentence = match[2] as string
-    }
+    const entry = spEntry(sqlstate)
+    const fields: SandboxPersistErrorFields = { sqlstate, detail, hint: serverHint ?? entry?.hint, cause: error }
+    const sentence = detail ?? error.message
+    const code = entry?.code ?? 'UNKNOWN_SP_ERROR'
     if (code.startsWith('SANDBOX_SNAPSHOT_')) {
-      const Ctor = CHECKPOINT_CLASSES[code]
-      const e = Ctor
-        ? new Ctor(sentence, { cause: error })
-        : new SandboxCheckpointError(code as SandboxCheckpointErrorCode, sentence, { cause: error })
-      return decorate(e, sqlstate, detail)
+      const Ctor = CHECKPOINT_CLASSES[code as SandboxCheckpointErrorCode]
+      return Ctor ? new Ctor(sentence, fields) : new SandboxCheckpointError(code as SandboxCheckpointErrorCode, sentence, fields)
     }
     if (code.startsWith('INTERRUPT_BATCH_')) {
-      // Upstream throws a plain Error with exactly this text.
-      const e = new Error(sentence, { cause: error })
-      Object.defineProperty(e, 'code', { value: code, enumerable: false })
-      return decorate(e, sqlstate, detail)
+      // Upstream's in-memory store throws exactly this text.
+      return new InterruptBatchError(code as InterruptBatchError['code'], sentence, fields)
     }
-    if (!KNOWN_CODES.has(code)) code = 'UNKNOWN_SP_ERROR'
-    if (code === 'EVENT_LOG_OFFSET_DIVERGED') {
-      return decorate(
-        new EventLogOffsetDivergedError(`${error.message}: ${sentence}`, sqlstate, detail, { cause: error }),
-        sqlstate,
-        detail,
-      )
-    }
-    if (code === 'LEASE_ROW_BUSY') {
-      return decorate(new LeaseRowBusyError(`${error.message}: ${sentence}`, sqlstate, detail, { cause: error }), sqlstate, detail)
-    }
-    return decorate(
-      new SandboxPersistError(code as SandboxPersistErrorCode, `${error.message}: ${sentence}`, sqlstate, detail, { cause: error }),
-      sqlstate,
-      detail,
-    )
+    const message = `${error.message}: ${sentence}`
+    if (code === 'EVENT_LOG_OFFSET_DIVERGED') return new EventLogOffsetDivergedError(message, fields)
+    if (code === 'LEASE_ROW_BUSY') return new LeaseRowBusyError(message, fields)
+    return new SandboxPersistError(code as SandboxPersistErrorCode, message, fields)
   }
 
   const useDetail = detail !== undefined && (context.detailIsMessage ?? []).includes(sqlstate)
   const message = useDetail ? (detail as string) : detail ? `${error.message}: ${detail}` : error.message
+  const fields: SandboxPersistErrorFields = { sqlstate, detail, hint: serverHint, cause: error }
   if (sqlstate === '22003' || sqlstate === '54000' || (context.rangeErrors ?? []).includes(sqlstate)) {
-    return decorate(new RangeError(message, { cause: error }), sqlstate, detail)
+    const e = new SandboxPersistRangeError(message, fields)
+    return alsoInstanceOf(e, SandboxPersistRangeError, RangeError)
   }
   if (sqlstate.startsWith('22')) {
-    return decorate(new TypeError(message, { cause: error }), sqlstate, detail)
+    const e = new SandboxPersistInputError(message, fields)
+    return alsoInstanceOf(e, SandboxPersistInputError, TypeError)
   }
   return error
 }

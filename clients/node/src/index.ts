@@ -5,6 +5,8 @@
  *                                    generationRuns, artifacts, blobs
  *   postgresSandboxInstances(pool)   sandbox instance store
  *   postgresCheckpoints(pool, opts)  fork-capable checkpoint store with writer leases
+ *   postgresSandboxSnapshots(pool, opts)  persistence + checkpoints + save/fork/readArtifact,
+ *                                    built by @tanstack/ai-sandbox's createSandboxSnapshots
  *   postgresLocks(pool, opts)        LockStore (lease table, LISTEN/NOTIFY wake-ups)
  *   postgresDurability(pool, opts)   StreamDurability factory over the event log
  *   sseHeartbeats(response, opts)    SSE comment heartbeats for idle streams
@@ -21,6 +23,11 @@ export {
 } from './persistence.js'
 export { postgresBlobStore, type PostgresBlobStoreOptions } from './blobs.js'
 export { postgresSandboxInstances, postgresCheckpoints, type PostgresCheckpointOptions } from './sandbox.js'
+export {
+  postgresSandboxSnapshots,
+  type PostgresSandboxSnapshots,
+  type PostgresSandboxSnapshotsOptions,
+} from './snapshots.js'
 export { postgresLocks, type PostgresLockOptions, type PostgresLockStore, type WithLockOptions } from './locks.js'
 export {
   postgresDurability,
@@ -33,7 +40,7 @@ export {
 } from './durability.js'
 export { sseHeartbeats, DEFAULT_HEARTBEAT_MS, type SseHeartbeatOptions } from './heartbeat.js'
 export { postgresMaintenance, type PostgresMaintenance, type ReaperWakeup, type MaintenanceHealth } from './maintenance.js'
-export { closeSharedListeners, type ListenerOptions } from './listener.js'
+export { closeSharedListeners, sharedListenerCount, type ListenerOptions } from './listener.js'
 export {
   DIAGNOSTICS_CHANNEL,
   type SandboxPersistEvent,
@@ -52,6 +59,10 @@ export {
   SandboxCheckpointInvalidEntryError,
   SandboxPersistError,
   SandboxPersistSetupError,
+  SandboxPersistInputError,
+  SandboxPersistRangeError,
+  InterruptBatchError,
+  SandboxPersistPeerError,
   EventLogOffsetDivergedError,
   LockAcquireTimeoutError,
   LockLostError,
@@ -61,7 +72,9 @@ export {
   type SandboxCheckpointErrorCode,
   type SandboxPersistErrorCode,
   type SandboxPersistSetupErrorCode,
+  type SandboxPersistErrorFields,
 } from './errors.js'
+export { SP_ERRORS, type SpSqlState, type SpCodeName } from './error_codes.js'
 export {
   SandboxPersistConnectionError,
   FAILOVER_RETRY_MS,

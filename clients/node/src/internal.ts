@@ -4,7 +4,7 @@
  * before any `text` parameter, patch encoding, retries of 40001/40P01.
  */
 import type pg from 'pg'
-import { SandboxPersistError, translateError, type ErrorContext, isDatabaseError } from './errors.js'
+import { SandboxPersistError, translateError, type ErrorContext, isDatabaseError, upstreamErrorsSettled } from './errors.js'
 import {
   calledFunction,
   connectionLost,
@@ -103,7 +103,10 @@ export async function run(
         continue
       }
       const lost = connectionLost(error, phase.at, lostAttempts + 1)
-      if (lost === null) throw translateError(error, options)
+      if (lost === null) {
+        await upstreamErrorsSettled()
+        throw translateError(error, options)
+      }
       lostAttempts += 1
       lostSince ??= Date.now()
       unknownSeen ||= lost.outcomeUnknown

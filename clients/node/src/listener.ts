@@ -1,12 +1,21 @@
 /**
- * One dedicated, unpooled LISTEN connection per process and database
- * (docs/contract/README.md §6 rule 14), shared by every lock store and
- * durability adapter.
+ * One dedicated, unpooled LISTEN connection per connection source
+ * (docs/contract/README.md §6 rule 14), shared by every lock store,
+ * durability adapter and maintenance helper made with that source: the same
+ * `listenerClient` factory, the same `listenerConnectionString`, or, with
+ * neither, the default one (it connects with node-postgres's defaults, the
+ * PG* environment, as `new pg.Pool()` without settings does).
+ * Only public node-postgres API is used: `new pg.Client(config)` with the
+ * documented `stream` factory for the clients made here, `connect()`,
+ * `query()`, `end()` and the `error`, `end` and `notification` events. The
+ * registry of open listeners is this module's only state; `closeSharedListeners()`
+ * closes and forgets all of it, `sharedListenerCount()` shows it.
  *
  * Notifications are wake-up hints only: they are lost while the connection is
  * down, so every waiter also polls. After a (re)connect every subscriber is
- * woken once, since anything may have been missed. The connection's socket is
- * unreferenced, so an idle listener never keeps the process alive; it keeps
+ * woken once, since anything may have been missed. The socket of a client made
+ * here is unreferenced, so an idle listener never keeps the process alive (a
+ * client from `listenerClient` is the app's: it stays referenced); it keeps
  * reading (draining the server's notification queue) for as long as it is open.
  *
  * After every LISTEN the listener checks that notifications really arrive: it
@@ -17,6 +26,7 @@
  * fallback to polling into a `listener.not_delivering` report with the fix.
  */
 import { randomUUID } from 'node:crypto'
+import net from 'node:net'
 import pg from 'pg'
 import { checkNumberOption, type Queryable } from './internal.js'
 import { report, type SandboxPersistEvent, type SandboxPersistLogger } from './log.js'
@@ -56,24 +66,42 @@ const CHECK_PAYLOAD_PREFIX = 'check.'
 /** How long `close()` waits for the server to acknowledge the end before it drops the socket. */
 const END_TIMEOUT_MS = 1000
 
-/** The socket of a node-postgres client (not part of its public types). */
-function socketOf(client: pg.Client): { ref?: () => void; unref?: () => void; destroy?: () => void } | undefined {
-  return (client as unknown as { connection?: { stream?: { ref?: () => void; unref?: () => void; destroy?: () => void } } })
-    .connection?.stream
+/** The sockets of the clients made here (the `stream` factory hands them to node-postgres). */
+const ownSockets = new WeakMap<pg.Client, net.Socket>()
+
+/**
+ * A new listener client for `config`, whose socket this module creates through
+ * node-postgres's documented `stream` option, so it can unreference it (an
+ * idle listener never keeps the process alive) and destroy it when the server
+ * does not answer an end.
+ */
+function ownClient(config: pg.ClientConfig): pg.Client {
+  let socket: net.Socket | undefined
+  const client = new pg.Client({
+    ...config,
+    stream: () => {
+      socket = new net.Socket()
+      return socket
+    },
+  })
+  // node-postgres calls the factory in its constructor.
+  if (socket !== undefined) ownSockets.set(client, socket)
+  return client
 }
 
 /**
- * End a client and settle, whatever state it is in: the socket is referenced
- * again (an unreferenced socket would let Node exit with the end pending), and
- * destroyed when the server does not answer in time.
+ * End a client and settle, whatever state it is in: a socket made here is
+ * referenced again (an unreferenced socket would let Node exit with the end
+ * pending), and destroyed when the server does not answer in time; any other
+ * client is left to node-postgres once the wait is over.
  */
 async function endClient(client: pg.Client): Promise<void> {
-  const socket = socketOf(client)
-  socket?.ref?.()
+  const socket = ownSockets.get(client)
+  socket?.ref()
   let timer: ReturnType<typeof setTimeout> | undefined
   const timeout = new Promise<void>((resolve) => {
     timer = setTimeout(() => {
-      socket?.destroy?.()
+      socket?.destroy()
       resolve()
     }, END_TIMEOUT_MS)
   })
@@ -178,13 +206,20 @@ export class SharedListener {
           'stream hand-offs fall back to polling (resumers lag up to fallbackPollMs, lock waiters up to maxPollMs). ' +
           'The listener most likely goes through a transaction pooler such as PgBouncer, which accepts LISTEN on a ' +
           "pooled server connection and never forwards its notifications (PgBouncer logs \"got packet 'A' from server " +
-          'when not linked"), or it reaches another database than the pool. Fix: pass listenerConnectionString (a ' +
+          'when not linked"), or it reaches another database than the pool (with neither listenerConnectionString nor ' +
+          'listenerClient the listener connects with the PG* environment, not with the settings the pool was given). ' +
+          'Fix: pass listenerConnectionString (a ' +
           'direct URL to the primary, not through the pooler) or listenerClient to postgresLocks / postgresDurability / ' +
           'postgresMaintenance.',
         { checkMs: this.checkMs },
       )
     }
     return ok
+  }
+
+  /** Remove this listener from the registry (closeSharedListeners): a later store opens a new one. */
+  forgetEverywhere(): void {
+    this.onEmpty(this)
   }
 
   /** Drop a share; closes the connection when none is left. */
@@ -237,7 +272,7 @@ export class SharedListener {
     try {
       await Promise.race([client.connect(), aborted])
       await client.query(CHANNELS.map((c) => `LISTEN ${c}`).join('; '))
-      socketOf(client)?.unref?.()
+      ownSockets.get(client)?.unref()
       if (this.closed) {
         await endClient(client)
         return false
@@ -333,7 +368,7 @@ export function connectFailureHint(error: unknown): string {
     return 'Nothing answered at that address: is the database up, and are the host and port (of listenerConnectionString, when given) right?'
   }
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
-    return 'The host name does not resolve: check the host of the pool (or of listenerConnectionString).'
+    return 'The host name does not resolve: check the host of listenerConnectionString (or of the PG* environment the listener uses without it).'
   }
   if (/^28/.test(code)) return 'The server refused the credentials: check the user and password the listener connects with.'
   if (code === '3D000') return 'That database does not exist: check the database name the listener connects to.'
@@ -341,87 +376,71 @@ export function connectFailureHint(error: unknown): string {
   if (code === '08P01' || code === '0A000' || /pgbouncer|pooler|pgcat|odyssey/i.test(message)) {
     return 'The server refused LISTEN as a pooler does: pass listenerConnectionString (a direct URL to the primary) or listenerClient.'
   }
-  return 'Check the connection settings of the pool (or listenerConnectionString / listenerClient, when given).'
-}
-
-const listeners = new Map<string, SharedListener>()
-const factoryKeys = new WeakMap<() => pg.Client, string>()
-let factoryCounter = 0
-
-function poolConfig(pool: unknown): pg.ClientConfig {
-  const options = (pool as { options?: pg.PoolConfig }).options ?? {}
-  // Drop the pool-only settings; keep everything that describes the connection.
-  const {
-    max: _max,
-    min: _min,
-    idleTimeoutMillis: _idle,
-    allowExitOnIdle: _exit,
-    maxUses: _uses,
-    maxLifetimeSeconds: _life,
-    log: _log,
-    Promise: _promise,
-    Client: _client,
-    ...config
-  } = options as pg.PoolConfig & Record<string, unknown>
-  return config as pg.ClientConfig
+  return 'Check the listener\'s connection settings: listenerConnectionString or listenerClient when given, else the PG* environment.'
 }
 
 /**
- * The connection settings of a `pg.Client` (or a pool's client) passed instead
- * of a pool: node-postgres keeps them in `connectionParameters`.
+ * The open listeners, by source: a `listenerClient` factory, a
+ * `listenerConnectionString`, or the default (node-postgres's defaults, the
+ * PG* environment). This is the module's only state; `closeSharedListeners()`
+ * empties it.
  */
-function clientConfig(db: unknown): pg.ClientConfig | undefined {
-  const params = (db as { connectionParameters?: unknown }).connectionParameters
-  if (typeof params !== 'object' || params === null) return undefined
-  const p = params as Record<string, unknown>
-  const config: Record<string, unknown> = {}
-  for (const name of ['user', 'database', 'port', 'host', 'password', 'ssl', 'options']) {
-    if (p[name] !== undefined && p[name] !== null) config[name] = p[name]
-  }
-  return config as pg.ClientConfig
-}
+const byFactory = new WeakMap<() => pg.Client, SharedListener>()
+const byConnectionString = new Map<string, SharedListener>()
+let byDefault: SharedListener | undefined
+const open = new Set<SharedListener>()
 
-/** The listener key and connection factory for `pool` and `options`. */
-function listenerSource(pool: unknown, options: ListenerOptions): { key: string; factory: () => pg.Client } {
+/** Where the listener for `options` lives, and how it connects. */
+function listenerSource(options: ListenerOptions): {
+  get: () => SharedListener | undefined
+  set: (l: SharedListener) => void
+  forget: (l: SharedListener) => void
+  factory: () => pg.Client
+} {
   if (options.listenerClient !== undefined) {
     const given = options.listenerClient
-    let k = factoryKeys.get(given)
-    if (k === undefined) {
-      k = `factory:${++factoryCounter}`
-      factoryKeys.set(given, k)
+    return {
+      get: () => byFactory.get(given),
+      set: (l) => void byFactory.set(given, l),
+      forget: (l) => void (byFactory.get(given) === l && byFactory.delete(given)),
+      factory: given,
     }
-    return { key: k, factory: given }
   }
   if (options.listenerConnectionString !== undefined) {
     const connectionString = options.listenerConnectionString
-    return { key: `url:${connectionString}`, factory: () => new pg.Client({ connectionString }) }
+    return {
+      get: () => byConnectionString.get(connectionString),
+      set: (l) => void byConnectionString.set(connectionString, l),
+      forget: (l) => void (byConnectionString.get(connectionString) === l && byConnectionString.delete(connectionString)),
+      factory: () => ownClient({ connectionString }),
+    }
   }
-  const isPool = typeof (pool as { options?: unknown }).options === 'object'
-  const config = (isPool ? undefined : clientConfig(pool)) ?? poolConfig(pool)
-  const key = `db:${JSON.stringify({
-    connectionString: config.connectionString,
-    host: config.host ?? process.env.PGHOST,
-    port: config.port ?? process.env.PGPORT,
-    database: config.database ?? process.env.PGDATABASE,
-    user: config.user ?? process.env.PGUSER,
-  })}`
-  return { key, factory: () => new pg.Client(config) }
+  // Neither: node-postgres's own defaults (the PG* environment), the same
+  // connection whichever pool the store was given, so one listener for all.
+  return {
+    get: () => byDefault,
+    set: (l) => void (byDefault = l),
+    forget: (l) => void (byDefault === l && (byDefault = undefined)),
+    factory: () => ownClient({}),
+  }
 }
 
 /**
- * The process-wide listener for the database `pool` talks to (or the one named
- * by `options`). Two pools to the same database share one listener. `pool`
- * may also be a `pg.Client`: the listener then opens its own connection with
- * the client's settings.
+ * The shared listener for `options` (its `listenerClient`, or its
+ * `listenerConnectionString`, or with neither the default one): stores made
+ * with the same source share one LISTEN connection. `pool` is only where the
+ * delivery check sends its NOTIFY (`acquireListener`); nothing is read from it.
  */
-export function sharedListener(pool: unknown, options: ListenerOptions = {}): SharedListener {
-  const { key, factory } = listenerSource(pool, options)
-  let listener = listeners.get(key)
+export function sharedListener(_pool: unknown, options: ListenerOptions = {}): SharedListener {
+  const source = listenerSource(options)
+  let listener = source.get()
   if (listener === undefined) {
-    const created = new SharedListener(factory, (l) => {
-      if (listeners.get(key) === l) listeners.delete(key)
+    const created = new SharedListener(source.factory, (l) => {
+      source.forget(l)
+      open.delete(l)
     })
-    listeners.set(key, created)
+    source.set(created)
+    open.add(created)
     listener = created
   }
   return listener
@@ -437,14 +456,23 @@ export function acquireListener(pool: unknown, options: ListenerOptions = {}): L
   return sharedListener(pool, options).acquire(options.logger, pool as Queryable, checkMs)
 }
 
+/** How many shared listeners are open (made and not yet closed): the module's state, for an app to see. */
+export function sharedListenerCount(): number {
+  return open.size
+}
+
 /**
- * Close every shared listener connection (graceful shutdown, tests). Settles
- * in any order with `pool.end()`, also when the listener is idle or was never
- * opened. Stores keep working afterwards, by polling alone.
+ * Close every shared listener connection and forget them (graceful shutdown,
+ * tests). Settles in any order with `pool.end()`, also when the listener is
+ * idle or was never opened. Stores keep working afterwards, by polling alone;
+ * a store made afterwards opens a new listener.
  */
 export async function closeSharedListeners(): Promise<void> {
-  const all = [...listeners.values()]
-  listeners.clear()
+  const all = [...open]
+  open.clear()
+  byConnectionString.clear()
+  byDefault = undefined
+  for (const l of all) l.forgetEverywhere()
   await Promise.all(all.map((l) => l.close()))
 }
 

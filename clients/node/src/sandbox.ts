@@ -3,7 +3,7 @@
  * sandbox instances, and the checkpoint store with writer leases and the
  * atomic fork.
  */
-import { SandboxCheckpointInvalidIdError } from './errors.js'
+import { loadUpstreamErrors, SandboxCheckpointInvalidIdError } from './errors.js'
 import {
   checkTextId,
   clockValue,
@@ -107,8 +107,12 @@ export function postgresCheckpoints(
     throw invalid('ERR_INVALID_ARG_TYPE', 'now must be a function returning epoch milliseconds.')
   }
   const now = options.now
+  // The installed @tanstack/ai-sandbox's error classes, when there are any
+  // (errors.ts): every method waits for the one dynamic import, so each error
+  // the store raises is an instance of upstream's class too.
+  const upstream = loadUpstreamErrors()
 
-  return {
+  return afterUpstream(upstream, {
     async get(id) {
       checkTextId(id, 'checkpoint id', invalidId)
       return value<SandboxCheckpoint | null>(db, `SELECT ${SP}.checkpoint_get($1::text) AS r`, [id])
@@ -211,5 +215,18 @@ export function postgresCheckpoints(
         [json(payload), clockValue(now)],
       )
     },
+  })
+}
+
+/** `store` with every method first awaiting `ready`. */
+function afterUpstream<T extends object>(ready: Promise<void>, store: T): T {
+  const methods = store as Record<string, unknown>
+  for (const [name, method] of Object.entries(methods)) {
+    if (typeof method !== 'function') continue
+    methods[name] = async function (this: unknown, ...args: unknown[]) {
+      await ready
+      return (method as (...a: unknown[]) => unknown).apply(this, args)
+    }
   }
+  return store
 }

@@ -17,6 +17,7 @@ import type {
   RunStore,
   TokenUsage,
 } from '@tanstack/ai'
+import type { LockStore } from '@tanstack/ai/locks'
 
 // ---------------------------------------------------------------- messages
 
@@ -318,3 +319,112 @@ export interface SandboxCheckpointStoreOptions {
   leaseDurationMs?: number
   renewAfterMs?: number
 }
+
+// ---------------------------------------------------------------- portable snapshots
+
+/*
+ * `createSandboxSnapshots` and its object, as `@tanstack/ai-sandbox`'s
+ * sources type them (`snapshot-operations`, `snapshots`); the published 0.2.x
+ * has neither, so they are declared here and the package is loaded only when
+ * `postgresSandboxSnapshots` is called (snapshots.ts).
+ */
+
+/** Which files a checkpoint keeps, and how their bytes are redacted. */
+export interface SandboxSnapshotPolicy {
+  /** The exact workspace projection hash, when known. */
+  workspaceHash?: string
+  include?: (path: string, kind: 'file' | 'dir') => boolean
+  exclude?: (path: string, kind: 'file' | 'dir') => boolean
+  redact?: (input: { path: string; bytes: Uint8Array; resolvedSecrets: Readonly<Record<string, string>> }) => Uint8Array
+}
+
+/**
+ * What this package needs of upstream's `SandboxDefinition` (`defineSandbox(...)`):
+ * it is only passed through to `createSandboxSnapshots`, so any definition fits.
+ */
+export interface SandboxDefinition {
+  readonly id: string
+  readonly provider: { readonly name: string }
+}
+
+/** The persistence stores the snapshot methods read: messages, artifacts (by thread) and blobs. */
+export interface SnapshotPersistence {
+  stores: {
+    messages: { loadThread: (threadId: string) => Promise<ReadonlyArray<ModelMessage>> }
+    artifacts: { listForThread: (threadId: string) => Promise<ReadonlyArray<ArtifactRecord>> }
+    blobs: {
+      get: (key: string) => Promise<{ arrayBuffer: () => Promise<ArrayBuffer> } | null>
+      head: (key: string) => Promise<unknown>
+      put: (key: string, body: Uint8Array) => Promise<unknown>
+    }
+  }
+}
+
+/** The tenant a named save computes its sandbox key with. */
+export interface SandboxSnapshotTenant {
+  userId?: string
+  orgId?: string
+}
+
+export interface CreateSandboxSnapshotsInput<
+  TPersistence extends SnapshotPersistence = SnapshotPersistence,
+  TCheckpoints extends SandboxCheckpointStore = SandboxCheckpointStore,
+> {
+  persistence: TPersistence
+  checkpoints: TCheckpoints
+  policy?: SandboxSnapshotPolicy
+  sandbox?: SandboxDefinition
+  instances?: SandboxInstanceStore
+  tenant?: SandboxSnapshotTenant
+  locks?: LockStore
+}
+
+export interface SaveSandboxSnapshotInput {
+  threadId: string
+  runId: string
+  label: string
+  sandbox?: SandboxDefinition
+  instances?: SandboxInstanceStore
+  tenant?: SandboxSnapshotTenant
+  locks?: LockStore
+  signal?: AbortSignal
+  adapterName?: string
+}
+
+export interface ForkSandboxSnapshotInput {
+  threadId: string
+  checkpointId: string
+  destinationThreadId: string
+  destinationCheckpointId?: string
+  createdAt?: number
+}
+
+export interface ReadSandboxSnapshotArtifactInput {
+  threadId: string
+  checkpointId: string
+  artifactId: string
+}
+
+/** The object `createSandboxSnapshots` returns: the stores it was given and the three snapshot methods. */
+export interface SandboxSnapshots<
+  TPersistence extends SnapshotPersistence = SnapshotPersistence,
+  TCheckpoints extends SandboxCheckpointStore = SandboxCheckpointStore,
+> {
+  persistence: TPersistence
+  checkpoints: TCheckpoints
+  policy?: SandboxSnapshotPolicy
+  save: (input: SaveSandboxSnapshotInput) => Promise<SandboxCheckpoint>
+  fork: (input: ForkSandboxSnapshotInput) => Promise<SandboxCheckpoint>
+  readArtifact: (input: ReadSandboxSnapshotArtifactInput) => Promise<{
+    artifact: SandboxCheckpoint['artifacts'][number]
+    bytes: Uint8Array
+  }>
+}
+
+/** The signature of `@tanstack/ai-sandbox`'s `createSandboxSnapshots`. */
+export type CreateSandboxSnapshots = <
+  TPersistence extends SnapshotPersistence,
+  TCheckpoints extends SandboxCheckpointStore,
+>(
+  input: CreateSandboxSnapshotsInput<TPersistence, TCheckpoints>,
+) => SandboxSnapshots<TPersistence, TCheckpoints>

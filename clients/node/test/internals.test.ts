@@ -14,6 +14,10 @@ import {
   SandboxCheckpointError,
   SandboxCheckpointWriterLostError,
   SandboxPersistError,
+  SandboxPersistInputError,
+  SandboxPersistRangeError,
+  InterruptBatchError,
+  SP_ERRORS,
   translateError,
 } from '../src/index.js'
 import { makePool, rejection, reset, rows, sleep, until } from './helpers.js'
@@ -32,29 +36,54 @@ function pgError(code: string, message: string, detail?: string): Error {
 }
 
 describe('error translation (docs/contract/README.md §4)', () => {
-  it('class SP errors carry the code name from errdetail', () => {
-    const stale = translateError(pgError('SP001', 'stale head', 'SANDBOX_SNAPSHOT_STALE_HEAD: Expected head "1" but thread "a" is at "2".'))
+  it('class SP errors: the SQLSTATE names the code, the detail is the sentence, the hint is the table\'s', () => {
+    const stale = translateError(pgError('SP001', 'stale head', 'Expected head "1" but thread "a" is at "2".'))
     expect(stale).toBeInstanceOf(SandboxCheckpointConflictError)
-    expect(stale).toMatchObject({ code: 'SANDBOX_SNAPSHOT_STALE_HEAD', message: 'Expected head "1" but thread "a" is at "2".' })
+    expect(stale).toMatchObject({
+      code: 'SANDBOX_SNAPSHOT_STALE_HEAD',
+      sqlstate: 'SP001',
+      message: 'Expected head "1" but thread "a" is at "2".',
+      hint: SP_ERRORS.SP001.hint,
+    })
     const lost = translateError(pgError('SP006', 'lost'))
     expect(lost).toBeInstanceOf(SandboxCheckpointWriterLostError)
-    const fork = translateError(pgError('SP011', 'x', 'SANDBOX_SNAPSHOT_FORK_DESTINATION_NOT_EMPTY: Destination has state.'))
+    expect(lost).toBeInstanceOf(SandboxPersistError)
+    const fork = translateError(pgError('SP011', 'x', 'Destination has state.'))
     expect(fork).toBeInstanceOf(SandboxCheckpointError)
-    expect(fork).toMatchObject({ code: 'SANDBOX_SNAPSHOT_FORK_DESTINATION_NOT_EMPTY' })
-    const epoch = translateError(pgError('SP201', 'epoch', 'RUN_EPOCH_NOT_INCREASING: 2 is not above 2.'))
+    expect(fork).toMatchObject({ code: 'SANDBOX_SNAPSHOT_FORK_DESTINATION_NOT_EMPTY', message: 'Destination has state.' })
+    const epoch = translateError(pgError('SP201', 'epoch', '2 is not above 2.'))
     expect(epoch).toBeInstanceOf(SandboxPersistError)
-    expect(epoch).toMatchObject({ code: 'RUN_EPOCH_NOT_INCREASING', sqlstate: 'SP201' })
-    const batch = translateError(pgError('SP103', 'x', 'INTERRUPT_BATCH_NON_PENDING_ID: Interrupt batch references non-pending id: a.'))
-    expect(Object.getPrototypeOf(batch)).toBe(Error.prototype)
-    expect((batch as Error).message).toBe('Interrupt batch references non-pending id: a.')
+    expect(epoch).toMatchObject({ code: 'RUN_EPOCH_NOT_INCREASING', sqlstate: 'SP201', message: 'epoch: 2 is not above 2.' })
+    const batch = translateError(pgError('SP103', 'x', 'Interrupt batch references non-pending id: a.'))
+    expect(batch).toBeInstanceOf(InterruptBatchError)
+    expect(batch).toMatchObject({ code: 'INTERRUPT_BATCH_NON_PENDING_ID', message: 'Interrupt batch references non-pending id: a.' })
+    // A detail that happens to start like a code name no longer overrides the SQLSTATE.
+    const decoy = translateError(pgError('SP201', 'epoch', 'BLOB_UPLOAD_NOT_FOUND: looks like a code.'))
+    expect(decoy).toMatchObject({ code: 'RUN_EPOCH_NOT_INCREASING', detail: 'BLOB_UPLOAD_NOT_FOUND: looks like a code.' })
+    // The server's own hint wins over the table's.
+    const hinted = Object.assign(pgError('SP501', 'busy', 'Row held.'), { hint: 'End the open transaction.' })
+    expect(translateError(hinted)).toMatchObject({ code: 'LEASE_ROW_BUSY', hint: 'End the open transaction.' })
+    // An SP SQLSTATE this package does not know (a newer extension).
+    expect(translateError(pgError('SP999', 'new', 'Something new.'))).toMatchObject({ code: 'UNKNOWN_SP_ERROR', sqlstate: 'SP999' })
   })
 
-  it('plain bad input: 22xxx is TypeError, 22003 and 54000 RangeError; others pass through', () => {
+  it('plain bad input: 22xxx is TypeError, 22003 and 54000 RangeError, all in the family; others pass through', () => {
     for (const code of ['22P02', '22023', '22004', '22001', '22021']) {
-      expect(translateError(pgError(code, 'bad'))).toBeInstanceOf(TypeError)
+      const e = translateError(pgError(code, 'bad', 'Bad input.'))
+      expect(e).toBeInstanceOf(TypeError)
+      expect(e).toBeInstanceOf(SandboxPersistInputError)
+      expect(e).toBeInstanceOf(SandboxPersistError)
+      expect(e).toMatchObject({ code: 'INVALID_INPUT', sqlstate: code, detail: 'Bad input.' })
+      expect(Object.keys(e as object)).toEqual(expect.arrayContaining(['code', 'sqlstate', 'detail', 'hint', 'cause']))
     }
-    expect(translateError(pgError('22003', 'range'))).toBeInstanceOf(RangeError)
-    expect(translateError(pgError('54000', 'too large'))).toBeInstanceOf(RangeError)
+    for (const code of ['22003', '54000']) {
+      const e = translateError(pgError(code, 'range'))
+      expect(e).toBeInstanceOf(RangeError)
+      expect(e).toBeInstanceOf(SandboxPersistRangeError)
+      expect(e).toBeInstanceOf(SandboxPersistInputError)
+      expect(e).not.toBeInstanceOf(TypeError)
+      expect(e).toMatchObject({ code: 'INPUT_OUT_OF_RANGE', sqlstate: code })
+    }
     const denied = pgError('42501', 'permission denied')
     expect(translateError(denied)).toBe(denied)
     const other = new Error('socket hang up')
@@ -86,6 +115,10 @@ describe('error translation (docs/contract/README.md §4)', () => {
       }))
       expect(error).toBeInstanceOf(SandboxPersistError)
       expect(error.code).toBe('CLIENT_CLOCK_NOT_ALLOWED')
+      // From a live server: the detail is a sentence, the hint comes with the error.
+      expect(error.detail).toMatch(/^The client clock /)
+      expect(error.hint).toBe(SP_ERRORS.SP901.hint)
+      expect(error.hint).toMatch(/allow_client_clock/)
     } finally {
       await client.query('RESET sandbox_persist.allow_client_clock')
       client.release()

@@ -20,7 +20,7 @@ import {
   type SandboxPersistReport,
 } from '../src/index.js'
 import { countingPool, makePool, rejection, reset, rows, sleep, until } from './helpers.js'
-import { connectFailureHint } from '../src/listener.js'
+import { connectFailureHint, sharedListener } from '../src/listener.js'
 
 const pool = makePool()
 
@@ -247,7 +247,10 @@ describe('observable degradations', () => {
 })
 
 describe('a pg.Client in place of a pool', () => {
-  it('opens its LISTEN connection with the client settings, so waiters are woken by notifications', async () => {
+  // Issue 21 item 5: the adapter reads no settings out of a client or pool (no
+  // private connectionParameters, no copied password). The listener uses what
+  // the app gives it, or else node-postgres's defaults (the PG* environment).
+  it('with listenerClient, waiters are woken by notifications; with nothing, the listener does not borrow the client settings', async () => {
     const config = {
       host: process.env.PGHOST,
       port: Number(process.env.PGPORT),
@@ -258,11 +261,12 @@ describe('a pg.Client in place of a pool', () => {
     await client.connect()
     const holderPool = new pg.Pool({ ...config, max: 2 })
     const savedPort = process.env.PGPORT
-    // The environment no longer points at the database: only the client's own settings do.
+    // The environment no longer points at the database: only the app's own settings do.
     process.env.PGPORT = '1'
     try {
-      const holder = postgresLocks(holderPool)
-      const waiter = postgresLocks(client, { pollMs: 20_000, maxPollMs: 20_000 })
+      const listenerClient = () => new pg.Client(config)
+      const holder = postgresLocks(holderPool, { listenerClient })
+      const waiter = postgresLocks(client, { pollMs: 20_000, maxPollMs: 20_000, listenerClient })
       let release!: () => void
       const holding = holder.withLock('client-k', () => new Promise<void>((r) => (release = r)))
       await until(() => (release as unknown) !== undefined) // the holder has the lock
@@ -275,6 +279,11 @@ describe('a pg.Client in place of a pool', () => {
       expect(await waiting).toBeLessThan(10_000)
       await holder.close()
       await waiter.close()
+
+      // Without a listener option a client gets the default listener (the PG*
+      // environment), the very one any pool gets: nothing is derived from it.
+      expect(sharedListener(client, {})).toBe(sharedListener(holderPool, {}))
+      expect(sharedListener(client, {})).not.toBe(sharedListener(client, { listenerClient }))
     } finally {
       process.env.PGPORT = savedPort
       await client.end()

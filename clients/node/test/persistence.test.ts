@@ -6,7 +6,7 @@
  */
 import type { ModelMessage } from '@tanstack/ai'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { postgresPersistence, postgresRunStore, type ArtifactRecord } from '../src/index.js'
+import { InterruptBatchError, postgresPersistence, postgresRunStore, SandboxPersistError, type ArtifactRecord } from '../src/index.js'
 import { countingPool, makePool, rejection, reset, rows } from './helpers.js'
 
 const pool = makePool()
@@ -330,7 +330,7 @@ describe('interrupts', () => {
     expect(cleared && 'response' in cleared).toBe(false)
   })
 
-  it('R1 commitBatch with a missing id: plain Error with the upstream text, nothing applied', async () => {
+  it('R1 commitBatch with a missing id: an InterruptBatchError (an Error) with the upstream text, nothing applied', async () => {
     await interrupts.create({ interruptId: 'pending-1', runId: 'rb', threadId: 'tb', requestedAt: 1, payload: {} })
     const error = await rejection(
       interrupts.commitBatch([
@@ -338,19 +338,23 @@ describe('interrupts', () => {
         { interruptId: 'missing-1', status: 'cancelled' },
       ]),
     )
-    expect(Object.getPrototypeOf(error)).toBe(Error.prototype)
+    // One error family (issue 21): no longer a bare Error, but still exactly upstream's text.
+    expect(error).toBeInstanceOf(InterruptBatchError)
+    expect(error).toBeInstanceOf(SandboxPersistError)
+    expect(error).toMatchObject({ code: 'INTERRUPT_BATCH_MISSING_ID', sqlstate: 'SP102' })
     expect(error.message).toBe('Interrupt batch references missing id: missing-1.')
     expect((await interrupts.get('pending-1'))?.status).toBe('pending')
   })
 
-  it('R2 commitBatch with a duplicate id: plain Error, unchanged', async () => {
+  it('R2 commitBatch with a duplicate id: an InterruptBatchError with the upstream text, unchanged', async () => {
     const error = await rejection(
       interrupts.commitBatch([
         { interruptId: 'pending-1', status: 'resolved' },
         { interruptId: 'pending-1', status: 'cancelled' },
       ]),
     )
-    expect(Object.getPrototypeOf(error)).toBe(Error.prototype)
+    expect(error).toBeInstanceOf(InterruptBatchError)
+    expect(error).toMatchObject({ code: 'INTERRUPT_BATCH_DUPLICATE_ID', sqlstate: 'SP101' })
     expect(error.message).toBe('Interrupt batch contains duplicate id: pending-1.')
     expect((await interrupts.get('pending-1'))?.status).toBe('pending')
   })

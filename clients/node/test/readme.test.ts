@@ -53,8 +53,12 @@ declare module '@tanstack/ai-sandbox' {
   export interface SandboxProvider {
     readonly name: string
   }
+  export interface SandboxDefinition {
+    readonly id: string
+    readonly provider: SandboxProvider
+  }
   export function withSandbox(
-    sandbox: SandboxProvider,
+    sandbox: SandboxProvider | SandboxDefinition,
     options: {
       instances: SandboxInstanceStore
       snapshots?: { persistence: AIPersistence; checkpoints: ForkCapableSandboxCheckpointStore }

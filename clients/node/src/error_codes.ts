@@ -1,0 +1,45 @@
+/**
+ * The SQLSTATE of every class-SP error of the extension, its contract code
+ * name and what the caller can do (the server sends the same text as the
+ * error's HINT). Generated from SP_ERROR_TABLE in src/errors.h by
+ * scripts/gen_error_codes.sh (make error-codes): do not edit by hand; the
+ * vocabulary suite fails when this file and the header differ.
+ */
+export const SP_ERRORS = {
+  SP001: { code: 'SANDBOX_SNAPSHOT_STALE_HEAD', hint: 'Reload the thread\'s head checkpoint and append after it.' },
+  SP002: { code: 'SANDBOX_SNAPSHOT_PARENT_MISMATCH', hint: 'Set the checkpoint\'s parentId to the head the append expects (expectedHeadId).' },
+  SP003: { code: 'SANDBOX_SNAPSHOT_DUPLICATE_ID', hint: 'Give the checkpoint a new id; checkpoint ids are never reused.' },
+  SP004: { code: 'SANDBOX_SNAPSHOT_NOT_HEAD', hint: 'Reload the thread\'s head: only the current head can be deleted.' },
+  SP005: { code: 'SANDBOX_SNAPSHOT_WRITER_CONFLICT', hint: 'Wait until the other writer releases its lease or the lease expires, then acquire the writer again.' },
+  SP006: { code: 'SANDBOX_SNAPSHOT_WRITER_LOST', hint: 'Acquire the writer lease again and reload the thread\'s head before writing.' },
+  SP007: { code: 'SANDBOX_SNAPSHOT_INVALID_ID', hint: undefined },
+  SP008: { code: 'SANDBOX_SNAPSHOT_INVALID_ENTRY', hint: undefined },
+  SP009: { code: 'SANDBOX_SNAPSHOT_FORK_SOURCE_NOT_FOUND', hint: 'Fork from a checkpoint that exists: list the source thread\'s checkpoints.' },
+  SP010: { code: 'SANDBOX_SNAPSHOT_FORK_SOURCE_THREAD_MISMATCH', hint: 'Name the thread the source checkpoint belongs to.' },
+  SP011: { code: 'SANDBOX_SNAPSHOT_FORK_DESTINATION_NOT_EMPTY', hint: 'Fork into a thread id that holds no checkpoints or sandbox state yet.' },
+  SP012: { code: 'SANDBOX_SNAPSHOT_CHECKPOINT_NOT_FOUND', hint: undefined },
+  SP013: { code: 'SANDBOX_SNAPSHOT_ATOMIC_FORK_REQUIRED', hint: undefined },
+  SP014: { code: 'SANDBOX_THREAD_MOVING', hint: 'Retry through the router once the move has finished.' },
+  SP015: { code: 'SANDBOX_SNAPSHOT_FORK_BLOB_MISSING', hint: 'Copy the missing blobs to this shard first, then import the thread again.' },
+  SP101: { code: 'INTERRUPT_BATCH_DUPLICATE_ID', hint: undefined },
+  SP102: { code: 'INTERRUPT_BATCH_MISSING_ID', hint: 'Reload the pending interrupts and commit a batch of their ids.' },
+  SP103: { code: 'INTERRUPT_BATCH_NON_PENDING_ID', hint: 'Reload the pending interrupts and commit a batch of their ids.' },
+  SP201: { code: 'RUN_EPOCH_NOT_INCREASING', hint: 'Reload the run: another driver holds it with an equal or later driverEpoch.' },
+  SP301: { code: 'BLOB_CONTENT_HASH_MISMATCH', hint: 'Name a content-addressed blob by the SHA-256 of its bytes.' },
+  SP302: { code: 'BLOB_UPLOAD_NOT_FOUND', hint: 'Begin a new upload: this one was committed, aborted or expired.' },
+  SP303: { code: 'BLOB_UPLOAD_OFFSET_MISMATCH', hint: 'Resume the upload at the offset it has received so far.' },
+  SP401: { code: 'EVENT_LOG_NOT_FOUND', hint: undefined },
+  SP402: { code: 'EVENT_LOG_OFFSET_OUT_OF_RANGE', hint: 'Resume from an offset this log handed out, or from the start (-1).' },
+  SP403: { code: 'EVENT_LOG_PRODUCER_SEQ_CONFLICT', hint: 'Send a new producerSeq for new chunks; a repeated producerSeq must repeat its chunks.' },
+  SP404: { code: 'EVENT_LOG_FENCE_STALE', hint: 'A newer producer fenced this log: stop producing to it.' },
+  SP405: { code: 'EVENT_LOG_OFFSET_DIVERGED', hint: 'Replay the stream from the start (-1), or report it as broken.' },
+  SP501: { code: 'LEASE_ROW_BUSY', hint: 'Retry the call later; end the transaction that was left open holding the row.' },
+  SP901: { code: 'CLIENT_CLOCK_NOT_ALLOWED', hint: 'Omit now_ms, or have a superuser turn on sandbox_persist.allow_client_clock (tests only).' },
+  SP902: { code: 'TEST_RESET_NOT_ALLOWED', hint: 'Have a superuser turn on sandbox_persist.allow_test_reset (tests only).' },
+} as const satisfies Record<string, { code: string; hint: string | undefined }>
+
+/** A class-SP SQLSTATE the extension raises. */
+export type SpSqlState = keyof typeof SP_ERRORS
+
+/** The contract code name of a class-SP error. */
+export type SpCodeName = (typeof SP_ERRORS)[SpSqlState]['code']

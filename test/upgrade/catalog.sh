@@ -49,10 +49,9 @@ T0=$(( $(date +%s) * 1000 ))
 drop_all() {
     psql_su -c "DROP DATABASE IF EXISTS $FRESH" -c "DROP DATABASE IF EXISTS $UPGRADED" \
         -c "DROP DATABASE IF EXISTS ${FRESH}_restored" -c "DROP DATABASE IF EXISTS ${UPGRADED}_restored" \
-        -c "DROP ROLE IF EXISTS $APP" >/dev/null 2>&1 || true
+        -c "DROP DATABASE IF EXISTS sandbox_persist_catalog_sv" -c "DROP ROLE IF EXISTS $APP" >/dev/null 2>&1 || true
 }
 cleanup() {
-    release_lib_restore
     drop_all
     if [ -n "${SANDBOX_PERSIST_KEEP_UPGRADE:-}" ]; then echo "outputs kept in $WORK" >&2; else rm -rf "$WORK"; fi
 }
@@ -69,7 +68,8 @@ create_db "$UPGRADED" || fail "could not create $UPGRADED"
 psql_su -c "CREATE ROLE $APP NOLOGIN" || fail "could not create the application role"
 psql -X -q -v ON_ERROR_STOP=1 -d "$FRESH" -c "CREATE EXTENSION sandbox_persist" \
     || fail "CREATE EXTENSION failed"
-# $FROM's own library writes its schema when the current one refuses it (release_lib.sh).
+# $FROM's own library writes its schema when the current one refuses it
+# (release_lib.sh: only into the private copy of the install run.sh makes).
 old_lib=0
 if release_lib_needed "$FROM"; then
     release_lib_use "$FROM" || fail "the library of $FROM could not be built"
@@ -79,28 +79,56 @@ psql -X -q -v ON_ERROR_STOP=1 -d "$UPGRADED" -c "CREATE EXTENSION sandbox_persis
     || fail "CREATE EXTENSION ... VERSION '$FROM' failed"
 psql -X -q -d "$UPGRADED" -v t0="$T0" -v app="$APP" -f "$STORES/populate.sql" >"$WORK/populate.out" 2>&1 \
     || { cat "$WORK/populate.out"; fail "populating the $FROM database failed"; }
-release_lib_restore
+if [ "$old_lib" = 1 ]; then release_lib_current || fail "the current library could not be put back in the private copy"; fi
 
 # SV1/SV2 (docs/architecture.md, "Stable C symbols"): before the update, the
 # current library refuses what needs a newer layout than $FROM's with 55000
 # and the hint to update (SV1), and serves a schema that has it (SV2).
-sv=$(psql -X -A -t -d "$UPGRADED" 2>&1 <<'SQL'
-DO $$
+# sv_probe TAG: SQL that calls checkpoint_get and prints "TAG: served" or
+# "TAG: <sqlstate> <message> / <hint>".
+sv_probe() {
+    cat <<SQL
+DO \$\$
 DECLARE st text; msg text; hint text;
 BEGIN
     PERFORM sandbox_persist.checkpoint_get('sv-probe');
-    RAISE NOTICE 'sv: served';
+    RAISE NOTICE '$1: served';
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT;
-    RAISE NOTICE 'sv: % % / %', st, msg, hint;
+    RAISE NOTICE '$1: % % / %', st, msg, hint;
 END
-$$;
+\$\$;
 SQL
-)
+}
+REFUSED="55000 the sandbox_persist schema of this database is older than its library / Run ALTER EXTENSION sandbox_persist UPDATE."
+sv=$(sv_probe sv | psql -X -A -t -d "$UPGRADED" 2>&1)
 if [ "$old_lib" = 1 ]; then
-    grep -qF "sv: 55000 the sandbox_persist schema of this database is older than its library / Run ALTER EXTENSION sandbox_persist UPDATE." <<<"$sv" \
+    grep -qF "sv: $REFUSED" <<<"$sv" \
         || fail "SV1 checkpoint_get on a $FROM schema with the current library: $sv"
     echo "ok SV1 the current library refuses checkpoint_get on a $FROM schema: 55000, hint ALTER EXTENSION sandbox_persist UPDATE"
+    # SV3/SV4: a backend remembers that the schema was new enough
+    # (schema_version.c), and forgets it when the schema goes back to $FROM
+    # by DROP and CREATE EXTENSION, in another backend (SV3) or its own (SV4);
+    # after ALTER EXTENSION UPDATE it is served again at once.
+    SV=sandbox_persist_catalog_sv
+    psql_su -c "DROP DATABASE IF EXISTS $SV" >/dev/null 2>&1 || true
+    create_db "$SV" || fail "could not create $SV"
+    recreate="DROP EXTENSION sandbox_persist; DROP SCHEMA IF EXISTS sandbox_persist; CREATE EXTENSION sandbox_persist VERSION '$FROM';"
+    sv=$( { psql -X -q -d "$SV" -c "CREATE EXTENSION sandbox_persist" >/dev/null
+            sv_probe sv_current
+            echo "\\! psql -X -q -d $SV -c \"$recreate\""
+            sv_probe sv3
+            echo "ALTER EXTENSION sandbox_persist UPDATE;"
+            sv_probe sv_updated
+            echo "$recreate"
+            sv_probe sv4; } | psql -X -A -t -d "$SV" 2>&1)
+    psql_su -c "DROP DATABASE IF EXISTS $SV" >/dev/null 2>&1 || true
+    grep -qF "sv_current: served" <<<"$sv" && grep -qF "sv3: $REFUSED" <<<"$sv" \
+        || fail "SV3 a backend that served the current schema, after another dropped it and created $FROM: $sv"
+    echo "ok SV3 a backend that served the current schema refuses once another backend recreated it at $FROM"
+    grep -qF "sv_updated: served" <<<"$sv" && grep -qF "sv4: $REFUSED" <<<"$sv" \
+        || fail "SV4 a backend that served the updated schema, after it dropped it and created $FROM itself: $sv"
+    echo "ok SV4 after ALTER EXTENSION UPDATE the same backend serves at once, and refuses again after its own DROP and CREATE EXTENSION VERSION '$FROM'"
 else
     grep -qF "sv: served" <<<"$sv" || fail "SV2 checkpoint_get on a $FROM schema with the current library: $sv"
     echo "ok SV2 the current library serves checkpoint_get on a $FROM schema (the layout it needs)"

@@ -50,7 +50,6 @@ start=$(date +%s%N)
 T0=$(( $(date +%s) * 1000 ))
 
 cleanup() {
-    release_lib_restore
     psql_su -c "DROP DATABASE IF EXISTS $FRESH" >/dev/null 2>&1 || true
     # A fresh installation again in the default database, as set-up left it.
     psql_su -c "SELECT 1 FROM pg_roles WHERE rolname = '$APP'" -At | grep -q 1 \
@@ -75,8 +74,8 @@ psql_su -c "DROP DATABASE IF EXISTS $FRESH" -c "DROP ROLE IF EXISTS $APP" >/dev/
 psql_su -c "CREATE ROLE $APP NOLOGIN" || fail "could not create the application role"
 
 # 1. $FROM in the default database, written and read by $FROM's own library
-# when the current one refuses its schema (release_lib.sh); the default
-# version in a new one.
+# when the current one refuses its schema (release_lib.sh: only into the
+# private copy of the install run.sh makes); the default version in a new one.
 if release_lib_needed "$FROM"; then release_lib_use "$FROM" || fail "the library of $FROM could not be built"; fi
 PGOPTIONS='-c client_min_messages=warning' psql_su -c "CREATE EXTENSION IF NOT EXISTS pg_cron" -c "CREATE EXTENSION IF NOT EXISTS pgtap" \
     -c "ALTER DATABASE $DB SET sandbox_persist.allow_client_clock = on" \
@@ -98,7 +97,7 @@ read_all() {
 # 2. The records at $FROM, read before the update.
 populate "$DB"
 read_all before "$DB"
-release_lib_restore
+if release_lib_needed "$FROM"; then release_lib_current || fail "the current library could not be put back in the private copy"; fi
 
 # The same records in a fresh install of the default version.
 create_db "$FRESH" || fail "could not create $FRESH"

@@ -277,6 +277,31 @@ BEGIN
                               AND ip.objsubid = 0);
     END LOOP;
 
+    -- PostgreSQL 17 and later also name the roles of initial privileges in
+    -- pg_shdepend (type 'i'). A GRANT inside an upgrade recorded the whole ACL
+    -- of the moment as initial, an application role's grant included (0.1.0's
+    -- grant_app_role gave it USAGE on the schema), and the rows rewritten
+    -- above no longer name that role: its entry goes too, or DROP ROLE of it
+    -- would fail for an object it has no privilege on.
+    IF pg_catalog.current_setting('server_version_num')::int >= 170000 THEN
+        DELETE FROM pg_catalog.pg_shdepend s
+         WHERE s.dbid = (SELECT d.oid FROM pg_catalog.pg_database d
+                          WHERE d.datname = pg_catalog.current_database())
+           AND s.deptype = 'i'
+           AND (s.classid, s.objid) IN (
+                   SELECT d.classid, d.objid FROM pg_catalog.pg_depend d
+                    WHERE d.refclassid = 'pg_catalog.pg_extension'::regclass
+                      AND d.refobjid = ext AND d.deptype = 'e'
+                   UNION ALL
+                   SELECT 'pg_catalog.pg_namespace'::regclass, n.oid
+                     FROM pg_catalog.pg_namespace n WHERE n.nspname = 'sandbox_persist')
+           AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_init_privs ip,
+                                         pg_catalog.aclexplode(ip.initprivs) a
+                            WHERE ip.classoid = s.classid AND ip.objoid = s.objid
+                              AND ip.objsubid = s.objsubid
+                              AND s.refobjid IN (a.grantor, a.grantee));
+    END IF;
+
     -- What the routine promises, checked: a failure here is a defect in it.
     SELECT string_agg(x, ', ') INTO left_open FROM (
         SELECT pg_catalog.pg_describe_object(d.classid, d.objid, 0) AS x

@@ -9,11 +9,16 @@
  * one clear error naming ALTER EXTENSION sandbox_persist UPDATE, instead of
  * whatever a statement written for another layout would raise.
  *
- * Locking: none; reads pg_extension with the caller's snapshot. A backend
- * remembers the extension whose version it found new enough (its OID): one
- * index probe of pg_extension per call, and the version is read again after
- * DROP and CREATE EXTENSION (a new OID). An answer that refused is not
- * remembered, so ALTER EXTENSION ... UPDATE takes effect at once.
+ * Locking: none; reads pg_extension with the catalog snapshot. A backend
+ * remembers that it found the schema new enough (and for which layout), and
+ * then answers without reading the catalog: a schema never becomes older
+ * except by DROP EXTENSION and CREATE EXTENSION ... VERSION, and both drop or
+ * create the extension's functions, so every pg_proc invalidation (a
+ * syscache callback on PROCOID; also a full cache reset after a sinval
+ * overflow) forgets the answer, in this backend at the next command, in the
+ * others when they next accept invalidations (a new transaction, a lock),
+ * the same moment they would see the new catalog. An answer that refused is
+ * not remembered, so ALTER EXTENSION ... UPDATE takes effect at once.
  */
 #include "postgres.h"
 
@@ -25,13 +30,22 @@
 #include "commands/extension.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/inval.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 
 #include "sandbox_persist.h"
 
-/* The extension last found new enough, and the layout it was checked for. */
-static Oid	schema_ok_extension = InvalidOid;
+/* The newest layout the schema was found to have, NULL when not known. */
 static const char *schema_ok_since = NULL;
+static bool schema_callback_registered = false;
+
+/* Syscache callback: pg_proc changed (DROP or CREATE EXTENSION among others), forget the answer. */
+static void
+SchemaForget(Datum arg, int cacheid, uint32 hashvalue)
+{
+	schema_ok_since = NULL;
+}
 
 /* Compare two dotted versions ("0.3.0") numerically: <0, 0 or >0. */
 static int
@@ -91,12 +105,19 @@ SchemaInstalledVersion(Oid ext)
 void
 SpRequireSchema(const char *since, const char *function)
 {
-	Oid			ext = get_extension_oid("sandbox_persist", true);
+	Oid			ext;
 	char	   *version;
 
-	if (ext == schema_ok_extension && ext != InvalidOid &&
+	if (schema_ok_since != NULL &&
 		(schema_ok_since == since || SchemaVersionCompare(schema_ok_since, since) >= 0))
 		return;
+	/* Registered before the catalog is read, so no invalidation after the read is missed. */
+	if (!schema_callback_registered)
+	{
+		CacheRegisterSyscacheCallback(PROCOID, SchemaForget, (Datum) 0);
+		schema_callback_registered = true;
+	}
+	ext = get_extension_oid("sandbox_persist", true);
 	if (ext == InvalidOid || (creating_extension && CurrentExtensionObject == ext))
 		return;
 	version = SchemaInstalledVersion(ext);
@@ -107,6 +128,5 @@ SpRequireSchema(const char *since, const char *function)
 				 errdetail("%s() needs the schema of sandbox_persist %s or later; this database is at %s.",
 						   function, since, version),
 				 errhint("Run ALTER EXTENSION sandbox_persist UPDATE.")));
-	schema_ok_extension = ext;
 	schema_ok_since = since;
 }

@@ -154,7 +154,9 @@ cmp -s "$built" "$installed" || fail "the installed $installed is not the built 
 
 # normalise: only what is physical, never what is logical (see the header).
 # Three physical traces of an upgrade path are dropped too: the placeholders of
-# dropped columns (0.3.0 dropped checkpoints.conversation and .seq), the stored
+# dropped columns (0.3.0 dropped checkpoints.conversation and .seq; pg_dump 15
+# recreates each in its own block, 17 and later in one UPDATE of
+# pg_attribute followed by the DROP COLUMNs), the stored
 # "missing value" of a column added with a default (ALTER TABLE ... ADD COLUMN
 # ... DEFAULT keeps it for the rows that existed), and the conditions array of
 # the registered tables, whose length counts the sequence of the dropped
@@ -170,6 +172,8 @@ normalise() {
         -e "s/^(SELECT pg_catalog.setval\('[^']*', )[0-9]+, (true|false)\);$/\1<position>);/" \
         -e "s/(binary_upgrade_create_empty_extension\('sandbox_persist', '[^']*', (true|false), '[^']*', )'\{[0-9,]*\}', '\{[^}]*\}'/\1'<oids of the registered tables>', '<their conditions>'/" \
         -e '/^-- For binary upgrade, recreate dropped column\.$/,/ DROP COLUMN "\.+pg\.dropped\.[0-9]+\.+";$/d' \
+        -e '/^-- For binary upgrade, recreate dropped columns\.$/,/^  AND attname = v\.dname;$/d' \
+        -e '/^ALTER TABLE ONLY [a-z_.]+ DROP COLUMN "\.+pg\.dropped\.[0-9]+\.+";$/d' \
         -e '/^    "\.+pg\.dropped\.[0-9]+\.+" INTEGER \/\* dummy \*\/,$/d' \
         -e '/^-- set missing value\.$/,/binary_upgrade_set_missing_value\(/d' |
         cat -s

@@ -16,26 +16,29 @@
 # REPS interleaved runs). Statistics re-planning (ANALYZE while loading) is
 # not a set-up: nothing re-plans a kept plan inside one long statement.
 #
-# Against the cluster of PGHOST/PGPORT (a superuser; its own, nothing else
-# running: the library file of PG_CONFIG's pkglibdir is swapped for the one
-# without the hook and put back at exit). QUICK=1 (default): empty_stats at
-# R = 2000. Needs the tree built (make) and installed.
+# Never touches the install PG_CONFIG names: it runs in a private copy of it
+# with a throwaway cluster of its own (test/upgrade/release_lib.sh,
+# release_lib_private_start), whose library it swaps. QUICK=1 (default):
+# empty_stats at R = 2000. Needs the tree built (make) and installed.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 REPS=${REPS:-5}
 export QUICK=${QUICK:-1}
-LIB=$("${PG_CONFIG:-pg_config}" --pkglibdir)/sandbox_persist.so
+# shellcheck disable=SC1091
+. "$ROOT/test/upgrade/release_lib.sh"
 WORK=$(mktemp -d /tmp/sp_planner_alternatives.XXXXXX)
-cp "$LIB" "$WORK/hook.so"
-cleanup() { install -m 755 "$WORK/hook.so" "$LIB"; psql -X -q -d postgres -c "DROP DATABASE IF EXISTS sp_bench_percall" >/dev/null 2>&1 || true; rm -rf "$WORK"; }
+cleanup() { release_lib_private_stop; rm -rf "$WORK"; }
 trap cleanup EXIT
+release_lib_private_start >/dev/null
+LIB=$(release_lib_private_pkglib)/sandbox_persist.so
+cp "$RELEASE_LIB_PREFIX/current.so" "$WORK/hook.so"
 
 # The library without the hook: the same sources, the hook left uninstalled.
 mkdir -p "$WORK/src"
 (cd "$ROOT" && git ls-files -z -c -o --exclude-standard | tar --null -T - -cf - 2>/dev/null) | tar -xf - -C "$WORK/src"
 sed -i 's/^\tplanner_hook = SpPlanner;/\t(void) SpPlanner;/' "$WORK/src/src/spi_util.c"
 grep -q '(void) SpPlanner;' "$WORK/src/src/spi_util.c" || { echo "planner_alternatives: the hook installation was not found" >&2; exit 1; }
-make -s -C "$WORK/src" -j2 >/dev/null
+make -s -C "$WORK/src" -j2 PG_CONFIG="$RELEASE_LIB_BUILD_PG_CONFIG" >/dev/null
 cp "$WORK/src/sandbox_persist.so" "$WORK/nohook.so"
 
 FUNCSET="DO \$\$ DECLARE f regprocedure; BEGIN

@@ -20,6 +20,8 @@ EXTENSION   = sandbox_persist
 MODULE_big  = sandbox_persist
 OBJS = \
 	src/sandbox_persist.o \
+	src/schema_version.o \
+	src/released_symbols.o \
 	src/errors.o \
 	src/json_io.o \
 	src/validate.o \
@@ -52,9 +54,16 @@ OBJS = \
 	src/maintenance.o \
 	src/maintenance_health.o
 
-# Relative to the source tree, so an out-of-tree build (pg_buildext build
-# build-NN, VPATH) installs the same scripts; PGXS prefixes $(srcdir).
-DATA = $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/sandbox_persist--*.sql))
+# The current schema has one source, sql/sandbox_persist.sql; the full script
+# of the default version is built from it (DATA_built, not committed:
+# .gitignore), so CREATE EXTENSION runs it directly. DATA holds the released
+# scripts: 0.1.0's full script and every upgrade script, the path of existing
+# databases. Relative to the source tree, so an out-of-tree build
+# (pg_buildext build build-NN, VPATH) installs the same scripts; PGXS prefixes
+# $(srcdir). See docs/architecture.md, "One source of the schema".
+EXTVERSION = $(shell sed -n "s/^default_version *= *'\([^']*\)'.*/\1/p" $(srcdir)/$(EXTENSION).control)
+DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
+DATA = $(filter-out $(DATA_built),$(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/sandbox_persist--*.sql)))
 
 # pg_regress finds test/sql/<t>.sql via --inputdir and expected/<t>.out in the
 # top-level expected/ (its output directory, searched first). Isolation specs
@@ -76,10 +85,16 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-# An out-of-tree build writes its objects under its own src/.
+# An out-of-tree build writes its objects under its own src/ and the built
+# script under its own sql/.
 ifdef VPATH
-$(shell mkdir -p src)
+$(shell mkdir -p src sql)
 endif
+
+# The full script of the default version: the schema source with a header
+# naming it (edit the source, never the built file).
+$(DATA_built): sql/$(EXTENSION).sql $(EXTENSION).control
+	{ echo '-- Built by make from sql/$(EXTENSION).sql: edit that file, not this one.'; cat $<; } >$@
 
 # PGXS tracks no header dependencies: every object depends on every header, so a
 # changed struct or constant never leaves a stale object behind.

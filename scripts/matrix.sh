@@ -26,6 +26,14 @@
 #                            the host's own make test (default "trixie:17 sid:18")
 #   SANDBOX_PERSIST_CHROOTS  where the chroots are kept
 #   SANDBOX_PERSIST_MIRROR   the Debian mirror (default http://deb.debian.org/debian)
+#   SANDBOX_PERSIST_MATRIX_CHROOT_SUITES
+#                            the suites run inside each chroot (default: the
+#                            SQL suites below)
+#   SANDBOX_PERSIST_MATRIX_HOST_SUITES
+#                            the suites run from the host (default: the Node
+#                            suites below; empty runs none), e.g. only the
+#                            upgrade suite on every major:
+#                            SANDBOX_PERSIST_MATRIX_CHROOT_SUITES=upgrade SANDBOX_PERSIST_MATRIX_HOST_SUITES=
 # Runs as root (debootstrap, chroot and mount need it); never installs
 # anything on the host but debootstrap itself.
 set -uo pipefail
@@ -38,8 +46,12 @@ MATRIX=${SANDBOX_PERSIST_MATRIX:-trixie:17 sid:18}
 . "$ROOT/scripts/chroots.sh"
 PORT=${SANDBOX_PERSIST_PORT:-54329}
 # The SQL suites run inside the chroot, the Node-based ones from the host.
-CHROOT_SUITES="regress pgtap backup upgrade broken_build vocabulary"
-HOST_SUITES="node fuzz torture"
+CHROOT_SUITES=${SANDBOX_PERSIST_MATRIX_CHROOT_SUITES-regress pgtap backup upgrade broken_build vocabulary}
+HOST_SUITES=${SANDBOX_PERSIST_MATRIX_HOST_SUITES-node fuzz torture}
+if [ -z "${CHROOT_SUITES// /}" ]; then
+    echo "matrix: SANDBOX_PERSIST_MATRIX_CHROOT_SUITES is empty (scripts/test.sh would run every suite)" >&2
+    exit 2
+fi
 BUILD=/build/sandbox_persist
 started=$(date +%s)
 
@@ -106,6 +118,10 @@ copy_tree() {
     if git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
         git -C "$ROOT" ls-files -z -c -o --exclude-standard |
             tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$dest"
+        # The chroot has no git history: the sources of the releases whose
+        # libraries the upgrade suite needs go along (test/upgrade/release_lib.sh).
+        bash -c '. "$1/test/upgrade/release_lib.sh" && release_lib_export "$2"' _ "$ROOT" "$dest" \
+            || echo "matrix: could not export the earlier releases' sources" >&2
     else
         # No build output: objects of another major would link into a broken module.
         tar --exclude=./.cluster --exclude=node_modules --exclude='*.o' --exclude='*.so' \
@@ -173,7 +189,9 @@ run_chroot() {
 
     # The Node suites, from the host, through the socket under the chroot's root.
     env_file=$dir$BUILD/.cluster/env
-    if [ -f "$env_file" ]; then
+    if [ -z "${HOST_SUITES// /}" ]; then
+        echo "matrix: no host suites chosen (SANDBOX_PERSIST_MATRIX_HOST_SUITES)"
+    elif [ -f "$env_file" ]; then
         (
             # shellcheck disable=SC1090
             . "$env_file"
@@ -193,7 +211,7 @@ run_chroot() {
 summaries=()
 CHROOT_ENV=()
 case " $MATRIX " in
-    *:*) ensure_host_clients || { echo "matrix: psql or Node.js is missing on the host" >&2; exit 1; } ;;
+    *:*) [ -z "${HOST_SUITES// /}" ] || ensure_host_clients || { echo "matrix: psql or Node.js is missing on the host" >&2; exit 1; } ;;
 esac
 for entry in $MATRIX; do
     case "$entry" in

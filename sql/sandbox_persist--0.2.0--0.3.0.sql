@@ -100,6 +100,9 @@ COMMENT ON TABLE messages IS
     'Message store: the whole transcript of each chat thread as the exact JSON text last saved.';
 COMMENT ON TABLE checkpoint_threads IS
     'One row per checkpoint thread: its lock point, writer lease (owner token, expiry, ever-growing fence) and head checkpoint. Never deleted by maintenance, so the fence never restarts.';
+-- The next two comments describe the 0.2.0 layout (message-id arrays per
+-- checkpoint), which this same script replaces by the conversation log below;
+-- 0.3.0 shipped them so, and the 0.3.0--0.4.0 script corrects them.
 COMMENT ON TABLE conversation_messages IS
     'Each distinct conversation message of a checkpoint thread, stored once and keyed by the SHA-256 of its exact text; checkpoints refer to these rows by id.';
 COMMENT ON TABLE checkpoints IS

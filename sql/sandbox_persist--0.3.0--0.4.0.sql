@@ -622,6 +622,67 @@ COMMENT ON FUNCTION run_claim(text) IS
     'Claim step of withRunClaim: raises driverEpoch of an unfinished run to max(driverEpoch + 1, (timeline - 1) * 2^40 + 1) and returns {outcome: claimed, epoch, threadId}, or {outcome: unknown | terminal} with nothing changed. Call it under the run-driver:<runId> lock.';
 
 ------------------------------------------------------------------------------
+-- Stable C symbols (issue 21, item 2; docs/architecture.md, "Stable C
+-- symbols"). 0.3.0 pointed eight functions at *_v3 symbols, the C code
+-- keeping the 0.1.0-0.2.0 layout behind the original names. The library now
+-- serves only the current layout, under the names of the SQL functions, and
+-- refuses an older schema (55000, "Run ALTER EXTENSION sandbox_persist
+-- UPDATE"); the *_v3 symbols stay in src/released_symbols.c because the
+-- 0.2.0--0.3.0 script names them. Every other attribute is unchanged, and so
+-- are owners, grants and comments (CREATE OR REPLACE keeps them).
+------------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION sandbox_persist.blob_get(blob_key text, range_offset bigint DEFAULT NULL::bigint, range_length bigint DEFAULT NULL::bigint) RETURNS TABLE(record json, body bytea)
+    LANGUAGE c STABLE SECURITY DEFINER ROWS 1
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'blob_get';
+
+CREATE OR REPLACE FUNCTION sandbox_persist.blob_put(blob_key text, body bytea, options json DEFAULT NULL::json, now_ms bigint DEFAULT NULL::bigint) RETURNS json
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'blob_put';
+
+CREATE OR REPLACE FUNCTION sandbox_persist.blob_upload_commit(upload_id text, now_ms bigint DEFAULT NULL::bigint) RETURNS json
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'blob_upload_commit';
+
+CREATE OR REPLACE FUNCTION sandbox_persist.checkpoint_append(input json, conversation json, now_ms bigint DEFAULT NULL::bigint) RETURNS json
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'checkpoint_append';
+
+CREATE OR REPLACE FUNCTION sandbox_persist.checkpoint_delete_head(input json, now_ms bigint DEFAULT NULL::bigint) RETURNS void
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'checkpoint_delete_head';
+
+CREATE OR REPLACE FUNCTION sandbox_persist.checkpoint_fork_from_checkpoint(input json, now_ms bigint DEFAULT NULL::bigint) RETURNS json
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'checkpoint_fork_from_checkpoint';
+
+CREATE OR REPLACE FUNCTION sandbox_persist.checkpoint_get(checkpoint_id text) RETURNS json
+    LANGUAGE c STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'checkpoint_get';
+
+CREATE OR REPLACE FUNCTION sandbox_persist.checkpoint_list(thread_id text) RETURNS json
+    LANGUAGE c STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'checkpoint_list';
+
+------------------------------------------------------------------------------
+-- Table comments that 0.3.0 left describing the 0.2.0 layout (issue 21,
+-- item 8): checkpoints no longer hold message-id arrays, the conversation
+-- log names the messages.
+------------------------------------------------------------------------------
+COMMENT ON TABLE conversation_messages IS
+    'Each distinct conversation message of a checkpoint thread, stored once and keyed by the SHA-256 of its exact text; the thread''s conversation log names these rows by id.';
+COMMENT ON TABLE checkpoints IS
+    'Sandbox checkpoints: parent link, reason, label, canonical file entries and artifacts, and the conversation they captured as ranges of their thread''s conversation log, with its length and digest.';
+
+
+------------------------------------------------------------------------------
 -- The SQLSTATE is the key (issue 21 item 3). A class-SP error's DETAIL no
 -- longer starts with its code name: the SQLSTATE names the code, through the
 -- one error table of src/errors.h, which error_codes() shows in SQL (and
@@ -672,6 +733,254 @@ CREATE FUNCTION checkpoint_append_delta(input json, tail json, prefix_len bigint
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION checkpoint_append_delta(json, json, bigint, bytea, bigint) IS
     'Checkpoint append shipping only the new messages: the conversation is the parent''s first prefix_len messages (their digest prefix_digest, checked against the parent: SP016 SANDBOX_SNAPSHOT_PREFIX_MISMATCH when false, nothing written) followed by tail; otherwise checkpoint_append.';
+
+------------------------------------------------------------------------------
+-- _harden() and PostgreSQL 17's initial-privilege dependencies (issue 21,
+-- item 6; docs/architecture.md, "Initial privileges"). On 17 and later
+-- pg_shdepend names every role of an object's initial privileges (type
+-- 'i'). An upgrade from 0.1.0 recorded the schema's whole ACL as initial,
+-- the application role's USAGE included; _harden() rewrote the row without
+-- it but left the role's entry, so DROP ROLE of that role failed. It now
+-- removes the entries its rows no longer back. The rest is unchanged.
+------------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION sandbox_persist._harden() RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    ext oid;
+    r pg_catalog.pg_roles%ROWTYPE;
+    problems text[] := '{}';
+    obj record;
+    pinned constant text := 'search_path=pg_catalog, pg_temp';
+    left_open text;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles
+                    WHERE rolname = current_user AND rolsuper) THEN
+        RAISE EXCEPTION 'sandbox_persist._harden() must be run by a superuser'
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'It changes the owners of the extension''s objects and their initial privileges.',
+                  HINT = 'It runs at the end of the extension''s install and upgrade scripts.';
+    END IF;
+    SELECT oid INTO ext FROM pg_catalog.pg_extension WHERE extname = 'sandbox_persist';
+
+    -- Objects of a kind this routine does not know how to close are refused:
+    -- the upgrade that adds one must extend the routine first. The row types
+    -- of tables and views, and their array types, follow their relation
+    -- (owner included); PostgreSQL 17 and later list them as extension
+    -- members of their own.
+    SELECT string_agg(pg_catalog.pg_describe_object(d.classid, d.objid, d.objsubid), ', ')
+      INTO left_open
+      FROM pg_catalog.pg_depend d
+      LEFT JOIN pg_catalog.pg_class c ON d.classid = 'pg_catalog.pg_class'::regclass AND c.oid = d.objid
+     WHERE d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.refobjid = ext
+       AND d.deptype = 'e'
+       AND NOT (d.classid = 'pg_catalog.pg_proc'::regclass
+                OR (d.classid = 'pg_catalog.pg_class'::regclass AND c.relkind IN ('r', 'v', 'S'))
+                OR (d.classid = 'pg_catalog.pg_type'::regclass AND EXISTS (
+                        SELECT 1
+                          FROM pg_catalog.pg_type t
+                          LEFT JOIN pg_catalog.pg_type e ON e.oid = t.typelem
+                          JOIN pg_catalog.pg_class tc
+                            ON tc.oid = coalesce(nullif(t.typrelid, 0::oid), e.typrelid)
+                         WHERE t.oid = d.objid AND tc.relkind IN ('r', 'v', 'S'))));
+    IF left_open IS NOT NULL THEN
+        RAISE EXCEPTION 'sandbox_persist._harden() does not know how to secure %', left_open
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'It secures functions, tables, views and sequences only.',
+                  HINT = 'Extend sandbox_persist._harden() in the upgrade script that adds such an object.';
+    END IF;
+
+    -- The owner role: created when missing, refused when it has more rights.
+    SELECT * INTO r FROM pg_catalog.pg_roles WHERE rolname = 'sandbox_persist_owner';
+    IF NOT FOUND THEN
+        CREATE ROLE sandbox_persist_owner NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE
+            NOREPLICATION NOBYPASSRLS NOINHERIT;
+        COMMENT ON ROLE sandbox_persist_owner IS
+            'Owner of the sandbox_persist extension''s objects: its SECURITY DEFINER functions run as this role. Not a login role; never grant it to anyone.';
+    ELSE
+        IF r.rolsuper THEN problems := problems || 'is a superuser'::text; END IF;
+        IF r.rolcanlogin THEN problems := problems || 'can log in'::text; END IF;
+        IF r.rolcreatedb THEN problems := problems || 'can create databases'::text; END IF;
+        IF r.rolcreaterole THEN problems := problems || 'can create roles'::text; END IF;
+        IF r.rolreplication THEN problems := problems || 'is a replication role'::text; END IF;
+        IF r.rolbypassrls THEN problems := problems || 'bypasses row-level security'::text; END IF;
+        IF EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members WHERE member = r.oid) THEN
+            problems := problems || 'is a member of other roles'::text;
+        END IF;
+        IF EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members WHERE roleid = r.oid) THEN
+            problems := problems || 'has members'::text;
+        END IF;
+        IF cardinality(problems) > 0 THEN
+            RAISE EXCEPTION 'role sandbox_persist_owner exists and %', array_to_string(problems, ', ')
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      DETAIL = 'The extension''s functions run as this role, so it must be a NOLOGIN role without SUPERUSER, CREATEDB, CREATEROLE, REPLICATION, BYPASSRLS or role memberships.',
+                      HINT = 'Drop that role, or make it NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS without memberships, and run the command again.';
+        END IF;
+    END IF;
+
+    -- The schema: nothing for PUBLIC; the role reaches its tables through it,
+    -- and the grant option lets grant_app_role (which runs as the role) pass
+    -- USAGE on to an application role.
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
+                WHERE n.nspname = 'sandbox_persist' AND a.grantee = 0) THEN
+        REVOKE ALL ON SCHEMA sandbox_persist FROM PUBLIC;
+    END IF;
+    IF NOT pg_catalog.has_schema_privilege('sandbox_persist_owner', 'sandbox_persist',
+                                           'USAGE WITH GRANT OPTION') THEN
+        GRANT USAGE ON SCHEMA sandbox_persist TO sandbox_persist_owner WITH GRANT OPTION;
+    END IF;
+
+    -- Every object to the role: tables (their indexes and identity sequences
+    -- follow), the explicit sequences, the views, the functions. Privileges
+    -- granted to application roles move with them.
+    FOR obj IN
+        SELECT c.oid::regclass AS rel, c.relkind
+          FROM pg_catalog.pg_depend d
+          JOIN pg_catalog.pg_class c ON c.oid = d.objid
+         WHERE d.classid = 'pg_catalog.pg_class'::regclass
+           AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.refobjid = ext
+           AND d.deptype = 'e'
+           AND c.relowner <> 'sandbox_persist_owner'::regrole
+           AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend i
+                            WHERE i.classid = 'pg_catalog.pg_class'::regclass AND i.objid = c.oid
+                              AND i.refclassid = 'pg_catalog.pg_class'::regclass
+                              AND i.deptype = 'i')
+         ORDER BY c.relname
+    LOOP
+        EXECUTE format('ALTER %s %s OWNER TO sandbox_persist_owner',
+                       CASE obj.relkind WHEN 'S' THEN 'SEQUENCE' WHEN 'v' THEN 'VIEW'
+                                        ELSE 'TABLE' END, obj.rel);
+    END LOOP;
+    FOR obj IN
+        SELECT p.oid::regprocedure AS fn
+          FROM pg_catalog.pg_depend d
+          JOIN pg_catalog.pg_proc p ON p.oid = d.objid
+         WHERE d.classid = 'pg_catalog.pg_proc'::regclass
+           AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.refobjid = ext
+           AND d.deptype = 'e'
+           AND p.proowner <> 'sandbox_persist_owner'::regrole
+         ORDER BY p.proname
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s OWNER TO sandbox_persist_owner', obj.fn);
+    END LOOP;
+
+    -- A SECURITY DEFINER function resolves names in pg_catalog, then pg_temp,
+    -- never in a schema a caller can write to. Other settings stay.
+    FOR obj IN
+        SELECT p.oid::regprocedure AS fn
+          FROM pg_catalog.pg_depend d
+          JOIN pg_catalog.pg_proc p ON p.oid = d.objid
+         WHERE d.classid = 'pg_catalog.pg_proc'::regclass
+           AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.refobjid = ext
+           AND d.deptype = 'e' AND p.prosecdef
+           AND NOT coalesce(p.proconfig @> ARRAY[pinned], false)
+         ORDER BY p.proname
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, pg_temp', obj.fn);
+    END LOOP;
+
+    -- Nothing for PUBLIC. An object whose ACL is still the default (NULL)
+    -- gets an explicit one as well: a function's default lets PUBLIC execute.
+    FOR obj IN
+        SELECT format('%s %s', CASE WHEN d.classid = 'pg_catalog.pg_proc'::regclass THEN 'FUNCTION'
+                                    WHEN c.relkind = 'S' THEN 'SEQUENCE' ELSE 'TABLE' END,
+                      CASE WHEN d.classid = 'pg_catalog.pg_proc'::regclass
+                           THEN d.objid::regprocedure::text ELSE d.objid::regclass::text END) AS target
+          FROM pg_catalog.pg_depend d
+          LEFT JOIN pg_catalog.pg_class c ON d.classid = 'pg_catalog.pg_class'::regclass AND c.oid = d.objid
+          LEFT JOIN pg_catalog.pg_proc p ON d.classid = 'pg_catalog.pg_proc'::regclass AND p.oid = d.objid
+         WHERE d.classid IN ('pg_catalog.pg_class'::regclass, 'pg_catalog.pg_proc'::regclass)
+           AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.refobjid = ext
+           AND d.deptype = 'e'
+           AND (coalesce(c.relacl, p.proacl) IS NULL
+                OR EXISTS (SELECT 1 FROM pg_catalog.aclexplode(coalesce(c.relacl, p.proacl)) a
+                            WHERE a.grantee = 0))
+         ORDER BY 1
+    LOOP
+        EXECUTE format('REVOKE ALL ON %s FROM PUBLIC CASCADE', obj.target);
+    END LOOP;
+
+    -- The initial privileges, as an installation sets them up (see above):
+    -- the owner's own on every object, its USAGE on the schema too; rows
+    -- missing for an object are added.
+    FOR obj IN
+        SELECT d.classid AS classoid, d.objid AS objoid,
+               ARRAY(SELECT a FROM unnest(pg_catalog.acldefault(
+                         CASE WHEN d.classid = 'pg_catalog.pg_proc'::regclass THEN 'f'
+                              WHEN c.relkind = 'S' THEN 's' ELSE 'r' END::"char",
+                         'sandbox_persist_owner'::regrole::oid)) AS a
+                       WHERE a::text !~ '^=') AS initprivs   -- no PUBLIC entry
+          FROM pg_catalog.pg_depend d
+          LEFT JOIN pg_catalog.pg_class c ON d.classid = 'pg_catalog.pg_class'::regclass AND c.oid = d.objid
+         WHERE d.classid IN ('pg_catalog.pg_class'::regclass, 'pg_catalog.pg_proc'::regclass)
+           AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.refobjid = ext
+           AND d.deptype = 'e'
+        UNION ALL
+        SELECT 'pg_catalog.pg_namespace'::regclass, n.oid,
+               pg_catalog.acldefault('n'::"char", n.nspowner)
+               || pg_catalog.makeaclitem('sandbox_persist_owner'::regrole::oid, n.nspowner,
+                                         'USAGE', true)
+          FROM pg_catalog.pg_namespace n WHERE n.nspname = 'sandbox_persist'
+    LOOP
+        UPDATE pg_catalog.pg_init_privs ip
+           SET initprivs = obj.initprivs, privtype = 'e'
+         WHERE ip.classoid = obj.classoid AND ip.objoid = obj.objoid AND ip.objsubid = 0
+           AND (ip.initprivs IS DISTINCT FROM obj.initprivs OR ip.privtype <> 'e');
+        INSERT INTO pg_catalog.pg_init_privs (objoid, classoid, objsubid, privtype, initprivs)
+        SELECT obj.objoid, obj.classoid, 0, 'e', obj.initprivs
+         WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_init_privs ip
+                            WHERE ip.classoid = obj.classoid AND ip.objoid = obj.objoid
+                              AND ip.objsubid = 0);
+    END LOOP;
+
+    -- PostgreSQL 17 and later also name the roles of initial privileges in
+    -- pg_shdepend (type 'i'). A GRANT inside an upgrade recorded the whole ACL
+    -- of the moment as initial, an application role's grant included (0.1.0's
+    -- grant_app_role gave it USAGE on the schema), and the rows rewritten
+    -- above no longer name that role: its entry goes too, or DROP ROLE of it
+    -- would fail for an object it has no privilege on.
+    IF pg_catalog.current_setting('server_version_num')::int >= 170000 THEN
+        DELETE FROM pg_catalog.pg_shdepend s
+         WHERE s.dbid = (SELECT d.oid FROM pg_catalog.pg_database d
+                          WHERE d.datname = pg_catalog.current_database())
+           AND s.deptype = 'i'
+           AND (s.classid, s.objid) IN (
+                   SELECT d.classid, d.objid FROM pg_catalog.pg_depend d
+                    WHERE d.refclassid = 'pg_catalog.pg_extension'::regclass
+                      AND d.refobjid = ext AND d.deptype = 'e'
+                   UNION ALL
+                   SELECT 'pg_catalog.pg_namespace'::regclass, n.oid
+                     FROM pg_catalog.pg_namespace n WHERE n.nspname = 'sandbox_persist')
+           AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_init_privs ip,
+                                         pg_catalog.aclexplode(ip.initprivs) a
+                            WHERE ip.classoid = s.classid AND ip.objoid = s.objid
+                              AND ip.objsubid = s.objsubid
+                              AND s.refobjid IN (a.grantor, a.grantee));
+    END IF;
+
+    -- What the routine promises, checked: a failure here is a defect in it.
+    SELECT string_agg(x, ', ') INTO left_open FROM (
+        SELECT pg_catalog.pg_describe_object(d.classid, d.objid, 0) AS x
+          FROM pg_catalog.pg_depend d
+          LEFT JOIN pg_catalog.pg_class c ON d.classid = 'pg_catalog.pg_class'::regclass AND c.oid = d.objid
+          LEFT JOIN pg_catalog.pg_proc p ON d.classid = 'pg_catalog.pg_proc'::regclass AND p.oid = d.objid
+         WHERE d.classid IN ('pg_catalog.pg_class'::regclass, 'pg_catalog.pg_proc'::regclass)
+           AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.refobjid = ext
+           AND d.deptype = 'e'
+           AND (coalesce(c.relacl, p.proacl) IS NULL
+                OR EXISTS (SELECT 1 FROM pg_catalog.aclexplode(coalesce(c.relacl, p.proacl)) a
+                            WHERE a.grantee = 0)
+                OR coalesce(c.relowner, p.proowner) <> 'sandbox_persist_owner'::regrole
+                OR (p.prosecdef AND NOT coalesce(p.proconfig @> ARRAY[pinned], false)))
+         ORDER BY 1) open_objects;
+    IF left_open IS NOT NULL THEN
+        RAISE EXCEPTION 'sandbox_persist._harden() left objects open: %', left_open
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'Each is usable by PUBLIC, owned by another role, or a SECURITY DEFINER function without a pinned search_path.';
+    END IF;
+END
+$$;
 
 -- Sections are added above this line, one per change, each opened by a
 -- comment block that says what it changes and why.

@@ -111,7 +111,7 @@ ArtifactAppendRecord(StringInfo buf, int row)
 static int
 ArtifactDelete(FunctionCallInfo fcinfo, SpQuery *q, const char *argname)
 {
-	char	   *key = CheckIdArg(fcinfo, 0, argname, SP_ID_MAX_BYTES);
+	char	   *key = SpCheckIdArg(fcinfo, 0, argname, SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
 	SpArgs		args;
 	int			n;
 
@@ -130,27 +130,27 @@ ArtifactDelete(FunctionCallInfo fcinfo, SpQuery *q, const char *argname)
 Datum
 artifact_save(PG_FUNCTION_ARGS)
 {
-	SpJson	   *rec = CheckJsonObjectArg(fcinfo, 0, "record");
+	SpJson	   *rec = SpCheckJsonKindArg(fcinfo, 0, "record", SPJ_OBJECT, "a JSON object", SP_CHECK_PLAIN);
 	SpJson	   *f[ARTIFACT_NFIELDS];
 	SpJson	   *key;
 	SpArgs		args;
 
-	CheckRecordMembers(rec, &artifact_record, f, "an artifact record");
+	SpCheckRecordMembers(rec, &artifact_record, f, "an artifact record");
 	SpArgsInit(&args);
-	SpArgText(&args, CheckIdJson(f[ARTIFACT_ID], "artifactId", SP_ID_MAX_BYTES));
-	SpArgText(&args, CheckIdJson(f[ARTIFACT_RUN_ID], "runId", SP_ID_MAX_BYTES));
-	SpArgText(&args, CheckIdJson(f[ARTIFACT_THREAD_ID], "threadId", SP_ID_MAX_BYTES));
+	SpArgText(&args, SpCheckIdJson(f[ARTIFACT_ID], "artifactId", SP_ID_MAX_BYTES, SP_CHECK_PLAIN));
+	SpArgText(&args, SpCheckIdJson(f[ARTIFACT_RUN_ID], "runId", SP_ID_MAX_BYTES, SP_CHECK_PLAIN));
+	SpArgText(&args, SpCheckIdJson(f[ARTIFACT_THREAD_ID], "threadId", SP_ID_MAX_BYTES, SP_CHECK_PLAIN));
 	/* blobKey names a blob, so it follows the blob key rules when present */
 	key = f[ARTIFACT_BLOB_KEY];
 	if (key == NULL || key->kind == SPJ_NULL)
 		SpArgNull(&args);
 	else
-		SpArgText(&args, CheckIdJson(key, "blobKey", SP_KEY_MAX_BYTES));
-	SpArgText(&args, CheckStringJson(f[ARTIFACT_NAME], "name"));
-	SpArgText(&args, CheckStringJson(f[ARTIFACT_MIME_TYPE], "mimeType"));
-	SpArgInt64(&args, CheckIntJson(f[ARTIFACT_SIZE], "size", 0));
-	SpArgText(&args, CheckOptStringJson(f[ARTIFACT_SOURCE_URL], "sourceUrl"));
-	SpArgFloat8(&args, CheckNumberJson(f[ARTIFACT_CREATED_AT], "createdAt"));
+		SpArgText(&args, SpCheckIdJson(key, "blobKey", SP_KEY_MAX_BYTES, SP_CHECK_PLAIN));
+	SpArgText(&args, SpCheckStringJson(f[ARTIFACT_NAME], "name", true, -1, SP_CHECK_PLAIN));
+	SpArgText(&args, SpCheckStringJson(f[ARTIFACT_MIME_TYPE], "mimeType", true, -1, SP_CHECK_PLAIN));
+	SpArgInt64(&args, SpCheckIntJson(f[ARTIFACT_SIZE], "size", 0));
+	SpArgText(&args, SpCheckStringJson(f[ARTIFACT_SOURCE_URL], "sourceUrl", false, -1, SP_CHECK_PLAIN));
+	SpArgFloat8(&args, SpCheckNumberJson(f[ARTIFACT_CREATED_AT], "createdAt", SP_CHECK_PLAIN));
 
 	SPI_connect();
 	SpExec(&artifact_upsert, &args, false, 0);

@@ -62,11 +62,6 @@ static SpQuery blob_chunk_range = {
 	" relied_on_at = EXCLUDED.relied_on_at, replaced_version = b.version" CLEAR_INLINE \
 	" RETURNING replaced_version, " BLOB_RECORD_COLUMNS
 
-static SpQuery blob_publish_v2 = {
-	BLOB_PUBLISH_SQL(""),
-	7, {TEXTOID, INT8OID, INT8OID, TEXTOID, JSONOID, INT8OID, BOOLOID}
-};
-
 static SpQuery blob_publish = {
 	BLOB_PUBLISH_SQL(", inline_codec = NULL, inline_data = NULL"),
 	7, {TEXTOID, INT8OID, INT8OID, TEXTOID, JSONOID, INT8OID, BOOLOID}
@@ -111,7 +106,7 @@ static SpQuery blob_touch = {
 char *
 BlobCheckKeyArg(FunctionCallInfo fcinfo, int argno)
 {
-	return CheckIdArg(fcinfo, argno, "blob_key", SP_KEY_MAX_BYTES);
+	return SpCheckIdArg(fcinfo, argno, "blob_key", SP_KEY_MAX_BYTES, SP_CHECK_PLAIN);
 }
 
 /* True for a content-addressed key of either kind (contract.h). */
@@ -133,10 +128,10 @@ BlobReadOptions(FunctionCallInfo fcinfo, int argno, BlobOptions *out)
 	memset(out, 0, sizeof(BlobOptions));
 	if (PG_ARGISNULL(argno))
 		return;
-	opts = CheckJsonObjectArg(fcinfo, argno, "options");
+	opts = SpCheckJsonKindArg(fcinfo, argno, "options", SPJ_OBJECT, "a JSON object", SP_CHECK_PLAIN);
 	SpJsonMembers(opts, names, lengthof(names), m, "blob options", false,
 				  ERRCODE_INVALID_PARAMETER_VALUE, -1);
-	out->content_type = CheckOptStringJson(m[0], "contentType");
+	out->content_type = SpCheckStringJson(m[0], "contentType", false, -1, SP_CHECK_PLAIN);
 	if (out->content_type != NULL && out->content_type[0] == '\0')
 		out->content_type = NULL;	/* an empty content type is absence */
 	if (m[1] != NULL && m[1]->kind != SPJ_NULL)
@@ -311,6 +306,10 @@ BlobReadRange(int64 version, int64 offset, int64 len, char *dst, pg_cryptohash_c
 {
 	MemoryContext batch_cxt;
 	MemoryContext old;
+	int			col_offset;
+	int			col_raw;
+	int			col_codec;
+	int			col_data;
 	Portal		portal;
 	SpArgs		args;
 	int64		end = offset + len;
@@ -331,6 +330,10 @@ BlobReadRange(int64 version, int64 offset, int64 len, char *dst, pg_cryptohash_c
 		if (SPI_processed == 0)
 			break;
 		old = MemoryContextSwitchTo(batch_cxt);
+		col_offset = SpColumn("chunk_offset");
+		col_raw = SpColumn("raw_length");
+		col_codec = SpColumn("codec");
+		col_data = SpColumn("data");
 		for (uint64 i = 0; i < SPI_processed; i++)
 		{
 			int64		chunk_offset = 0;
@@ -341,12 +344,12 @@ BlobReadRange(int64 version, int64 offset, int64 len, char *dst, pg_cryptohash_c
 			int64		from;
 			int64		to;
 
-			SpGetInt64(i, 1, &chunk_offset);
+			SpGetInt64(i, col_offset, &chunk_offset);
 			raw_length = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
-													 SPI_tuptable->tupdesc, 2, &isnull));
+													 SPI_tuptable->tupdesc, col_raw, &isnull));
 			codec = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[i],
-												SPI_tuptable->tupdesc, 3, &isnull));
-			data = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 4, &isnull);
+												SPI_tuptable->tupdesc, col_codec, &isnull));
+			data = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, col_data, &isnull);
 			if (chunk_offset != next && !(chunk_offset < next && chunk_offset + raw_length > next))
 				ereport(ERROR,
 						(errcode(ERRCODE_DATA_CORRUPTED),
@@ -438,13 +441,12 @@ BlobRecordResult(int first_col, MemoryContext outer)
 
 /*
  * Make `version` the object behind `key` (createdAt kept on overwrite, new
- * etag, options replaced whole) and drop the replaced version's chunks.
- * inline_layout: the schema has the 0.3.0 inline columns (then an inline
- * object being replaced is cleared). Returns the BlobRecord. Inside SPI.
+ * etag, options replaced whole, an inline object being replaced cleared)
+ * and drop the replaced version's chunks. Returns the BlobRecord. Inside SPI.
  */
 Datum
 BlobPublish(const char *key, int64 version, int64 size, const BlobOptions *opts, int64 now,
-			MemoryContext outer, bool inline_layout)
+			MemoryContext outer)
 {
 	SpArgs		args;
 	int64		replaced;
@@ -457,9 +459,9 @@ BlobPublish(const char *key, int64 version, int64 size, const BlobOptions *opts,
 	BlobOptionArgs(&args, opts);
 	SpArgInt64(&args, now);
 	SpArgBool(&args, BlobIsContentAddressed(key));
-	SpExec(inline_layout ? &blob_publish : &blob_publish_v2, &args, false, 0);
-	record = BlobRecordResult(2, outer);
-	if (SpGetInt64(0, 1, &replaced) && replaced != version)
+	SpExec(&blob_publish, &args, false, 0);
+	record = BlobRecordResult(SpColumn("blob_key"), outer);
+	if (SpGetInt64(0, SpColumn("replaced_version"), &replaced) && replaced != version)
 		BlobDeleteVersion(replaced);
 	return record;
 }
@@ -479,7 +481,7 @@ BlobTouch(const char *key, const BlobOptions *opts, int64 now, MemoryContext out
 	BlobOptionArgs(&args, opts);
 	SpArgInt64(&args, now);
 	*found = SpExec(&blob_touch, &args, false, 0) == 1;
-	return *found ? BlobRecordResult(1, outer) : (Datum) 0;
+	return *found ? BlobRecordResult(SpColumn("blob_key"), outer) : (Datum) 0;
 }
 
 /*
@@ -513,10 +515,11 @@ BlobPublishInline(const char *key, const char *data, int len, const BlobOptions 
 	SpArgDatum(&args, Int16GetDatum(codec));
 	SpArgDatum(&args, PointerGetDatum(b));
 	SpExec(&blob_publish_inline, &args, false, 0);
-	record = BlobRecordResult(3, outer);
-	SpGetInt64(0, 1, &version);
+	record = BlobRecordResult(SpColumn("blob_key"), outer);
+	SpGetInt64(0, SpColumn("version"), &version);
 	/* an overwrite of a chunked object leaves its chunks to delete; a kept content address does not */
-	if (!content_addressed && SpGetInt64(0, 2, &replaced) && replaced != version)
+	if (!content_addressed && SpGetInt64(0, SpColumn("replaced_version"), &replaced) &&
+		replaced != version)
 		BlobDeleteVersion(replaced);
 	return record;
 }

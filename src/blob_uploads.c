@@ -27,7 +27,6 @@
 PG_FUNCTION_INFO_V1(blob_upload_begin);
 PG_FUNCTION_INFO_V1(blob_upload_append);
 PG_FUNCTION_INFO_V1(blob_upload_commit);
-PG_FUNCTION_INFO_V1(blob_upload_commit_v3);
 PG_FUNCTION_INFO_V1(blob_upload_abort);
 
 /* The tail (shorter than a chunk) plus the largest piece fit one allocation. */
@@ -86,7 +85,7 @@ BlobUploadNotFound(const char *upload_id)
 static char *
 BlobUploadIdArg(FunctionCallInfo fcinfo, int argno)
 {
-	char	   *id = CheckIdArg(fcinfo, argno, "upload_id", SP_ID_MAX_BYTES);
+	char	   *id = SpCheckIdArg(fcinfo, argno, "upload_id", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
 
 	if (!SpIsUuid(id))
 		BlobUploadNotFound(id);
@@ -106,20 +105,20 @@ BlobLockUpload(const char *upload_id, BlobUpload *up)
 	if (SpExec(&upload_lock, &args, false, 1) != 1)
 		BlobUploadNotFound(upload_id);
 	up->upload_id = (char *) upload_id;
-	up->key = SpGetText(0, 1);
-	SpGetInt64(0, 2, &up->version);
+	up->key = SpGetText(0, SpColumn("blob_key"));
+	SpGetInt64(0, SpColumn("version"), &up->version);
 	memset(&up->opts, 0, sizeof(BlobOptions));
-	up->opts.content_type = SpGetText(0, 3);
-	if ((meta = SpGetText(0, 4)) != NULL)
+	up->opts.content_type = SpGetText(0, SpColumn("content_type"));
+	if ((meta = SpGetText(0, SpColumn("custom_metadata"))) != NULL)
 	{
 		up->opts.custom_metadata = meta;
 		up->opts.custom_metadata_len = strlen(meta);
 	}
-	SpGetInt64(0, 5, &up->received);
+	SpGetInt64(0, SpColumn("received"), &up->received);
 	up->tail = DatumGetByteaPCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-												6, &isnull));
-	up->chunk_size = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-												 SPI_tuptable->tupdesc, 7, &isnull));
+												SpColumn("tail"), &isnull));
+	up->chunk_size = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+												 SpColumn("chunk_size"), &isnull));
 }
 
 /* Record progress: bytes received, the new tail and the activity time. Inside SPI. */
@@ -195,8 +194,8 @@ blob_upload_append(PG_FUNCTION_ARGS)
 	int64		full;
 	StringInfoData result;
 
-	CheckArgNotNull(fcinfo, 1, "at_offset", NULL);
-	CheckArgNotNull(fcinfo, 2, "bytes", NULL);
+	SpCheckArgNotNull(fcinfo, 1, "at_offset", NULL, SP_CHECK_PLAIN);
+	SpCheckArgNotNull(fcinfo, 2, "bytes", NULL, SP_CHECK_PLAIN);
 	at_offset = PG_GETARG_INT64(1);
 	piece = PG_GETARG_BYTEA_PP(2);
 	piece_len = VARSIZE_ANY_EXHDR(piece);
@@ -239,14 +238,14 @@ blob_upload_append(PG_FUNCTION_ARGS)
  * staged bytes atomically as the object (createdAt kept on overwrite, new
  * etag, options replaced) and return its BlobRecord. A content-addressed key
  * is verified by reading the staged bytes back once (SP301 on mismatch).
- * Uploads always stay chunked; with inline_layout (0.3.0) the commit also
- * clears an inline object it replaces.
+ * Uploads always stay chunked; the commit also clears an inline object it
+ * replaces.
  */
-static Datum
-BlobUploadCommit(FunctionCallInfo fcinfo, bool inline_layout)
+Datum
+blob_upload_commit(PG_FUNCTION_ARGS)
 {
-	char	   *upload_id = BlobUploadIdArg(fcinfo, 0);
-	int64		now = SpNowMs(fcinfo, 1);
+	char	   *upload_id;
+	int64		now;
 	MemoryContext outer = CurrentMemoryContext;
 	BlobUpload	up;
 	SpArgs		args;
@@ -254,6 +253,9 @@ BlobUploadCommit(FunctionCallInfo fcinfo, bool inline_layout)
 	bool		found = false;
 	int			tail_len;
 
+	SpRequireSchema(BLOB_LAYOUT_SINCE, "blob_upload_commit");
+	upload_id = BlobUploadIdArg(fcinfo, 0);
+	now = SpNowMs(fcinfo, 1);
 	SPI_connect();
 	BlobLockUpload(upload_id, &up);
 	tail_len = VARSIZE_ANY_EXHDR(up.tail);
@@ -271,27 +273,12 @@ BlobUploadCommit(FunctionCallInfo fcinfo, bool inline_layout)
 			BlobDeleteVersion(up.version);
 	}
 	if (!found)
-		record = BlobPublish(up.key, up.version, up.received, &up.opts, now, outer,
-							 inline_layout);
+		record = BlobPublish(up.key, up.version, up.received, &up.opts, now, outer);
 	SpArgsInit(&args);
 	SpArgText(&args, upload_id);
 	SpExec(&upload_remove, &args, false, 0);
 	SPI_finish();
 	PG_RETURN_DATUM(record);
-}
-
-/* blob_upload_commit for a 0.2.0 schema (no inline columns). */
-Datum
-blob_upload_commit(PG_FUNCTION_ARGS)
-{
-	return BlobUploadCommit(fcinfo, false);
-}
-
-/* blob_upload_commit for the 0.3.0 schema. */
-Datum
-blob_upload_commit_v3(PG_FUNCTION_ARGS)
-{
-	return BlobUploadCommit(fcinfo, true);
 }
 
 /*

@@ -23,29 +23,31 @@
 #include "blobs.h"
 
 /*
- * blob_put and blob_get serve a database still at 0.2.0 (chunks only);
- * the 0.3.0 script points the SQL functions at the _v3 symbols, which also
- * store and read small objects inline in their blobs row.
+ * blob_put and blob_get store and read small objects inline in their blobs
+ * row (0.3.0) and refuse an older schema (BLOB_LAYOUT_SINCE).
  */
 PG_FUNCTION_INFO_V1(blob_put);
-PG_FUNCTION_INFO_V1(blob_put_v3);
 PG_FUNCTION_INFO_V1(blob_get);
-PG_FUNCTION_INFO_V1(blob_get_v3);
 PG_FUNCTION_INFO_V1(blob_head);
 PG_FUNCTION_INFO_V1(blob_delete);
 PG_FUNCTION_INFO_V1(blob_list);
 
-static SpQuery blob_select = {
-	"SELECT version, " BLOB_RECORD_COLUMNS " FROM sandbox_persist.blobs WHERE blob_key = $1",
-	1, {TEXTOID}
-};
+/* Columns of blob_select: the chunk version, the record, the inline codec and bytes. */
+#define BLOB_SEL_VERSION		1
+#define BLOB_SEL_RECORD			2	/* BLOB_RECORD_COLUMNS start here */
+#define BLOB_SEL_SIZE			(BLOB_SEL_RECORD + BLOB_REC_SIZE)
+#define BLOB_SEL_INLINE_CODEC	(BLOB_SEL_RECORD + BLOB_RECORD_NCOLUMNS)
+#define BLOB_SEL_INLINE_DATA	(BLOB_SEL_INLINE_CODEC + 1)
 
-/* blob_select plus the inline columns (0.3.0): codec and bytes, or NULLs for a chunked object. */
-static SpQuery blob_select_inline = {
+/* The object: its record, and its inline codec and bytes (NULLs for a chunked object). */
+static SpQuery blob_select = {
 	"SELECT version, " BLOB_RECORD_COLUMNS ", inline_codec, inline_data"
 	" FROM sandbox_persist.blobs WHERE blob_key = $1",
 	1, {TEXTOID}
 };
+
+/* The one column of blob_new_version and of blob_remove's RETURNING. */
+#define BLOB_VERSION_COL	1
 
 static SpQuery blob_new_version = {
 	"SELECT nextval('sandbox_persist.blob_versions')",
@@ -86,7 +88,7 @@ BlobNewVersion(void)
 
 	SpArgsInit(&args);
 	SpExec(&blob_new_version, &args, false, 1);
-	SpGetInt64(0, 1, &version);
+	SpGetInt64(0, BLOB_VERSION_COL, &version);
 	return version;
 }
 
@@ -94,14 +96,14 @@ BlobNewVersion(void)
  * blob_put(blob_key text, body bytea, options json, now_ms bigint) -> json:
  * store the bytes (overwrite semantics) and return the BlobRecord. A
  * content-addressed key must match its bytes' SHA-256; when it already
- * exists no bytes are written. With inline_layout (0.3.0), a non-empty body
- * of at most one chunk and sandbox_persist.blob_inline_max bytes goes into
- * its blobs row in one statement.
+ * exists no bytes are written. A non-empty body of at most one chunk and
+ * sandbox_persist.blob_inline_max bytes goes into its blobs row in one
+ * statement.
  */
-static Datum
-BlobPut(FunctionCallInfo fcinfo, bool inline_layout)
+Datum
+blob_put(PG_FUNCTION_ARGS)
 {
-	char	   *key = BlobCheckKeyArg(fcinfo, 0);
+	char	   *key;
 	bytea	   *body;
 	BlobOptions opts;
 	int64		now;
@@ -110,7 +112,9 @@ BlobPut(FunctionCallInfo fcinfo, bool inline_layout)
 	bool		found = false;
 	int64		size;
 
-	CheckArgNotNull(fcinfo, 1, "body", "An empty object is an empty bytea, not NULL.");
+	SpRequireSchema(BLOB_LAYOUT_SINCE, "blob_put");
+	key = BlobCheckKeyArg(fcinfo, 0);
+	SpCheckArgNotNull(fcinfo, 1, "body", "An empty object is an empty bytea, not NULL.", SP_CHECK_PLAIN);
 	body = PG_GETARG_BYTEA_PP(1);
 	size = VARSIZE_ANY_EXHDR(body);
 	BlobReadOptions(fcinfo, 2, &opts);
@@ -125,7 +129,7 @@ BlobPut(FunctionCallInfo fcinfo, bool inline_layout)
 	}
 
 	SPI_connect();
-	if (inline_layout && size > 0 && size <= Min(sp_blob_inline_max, sp_blob_chunk_size))
+	if (size > 0 && size <= Min(sp_blob_inline_max, sp_blob_chunk_size))
 		record = BlobPublishInline(key, VARDATA_ANY(body), (int) size, &opts, now, outer);
 	else
 	{
@@ -136,25 +140,11 @@ BlobPut(FunctionCallInfo fcinfo, bool inline_layout)
 			int64		version = BlobNewVersion();
 
 			BlobWriteChunks(version, 0, VARDATA_ANY(body), size, sp_blob_chunk_size);
-			record = BlobPublish(key, version, size, &opts, now, outer, inline_layout);
+			record = BlobPublish(key, version, size, &opts, now, outer);
 		}
 	}
 	SPI_finish();
 	PG_RETURN_DATUM(record);
-}
-
-/* blob_put for a 0.2.0 schema: every object in chunks. */
-Datum
-blob_put(PG_FUNCTION_ARGS)
-{
-	return BlobPut(fcinfo, false);
-}
-
-/* blob_put for the 0.3.0 schema: small objects inline. */
-Datum
-blob_put_v3(PG_FUNCTION_ARGS)
-{
-	return BlobPut(fcinfo, true);
 }
 
 /* Raise 22003 with the upstream text for a range outside the object. */
@@ -213,10 +203,10 @@ BlobRoomForRow(ReturnSetInfo *rsinfo, int64 row_bytes)
  * blob_get(blob_key text, range_offset bigint, range_length bigint) ->
  * TABLE(record json, body bytea): the whole object, or exactly the requested
  * slice with `range` in the record; zero rows when the key does not exist.
- * With inline_layout (0.3.0) an inline object is sliced from its blobs row.
+ * An inline object is sliced from its blobs row.
  */
-static Datum
-BlobGet(FunctionCallInfo fcinfo, bool inline_layout)
+Datum
+blob_get(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	MemoryContext outer = CurrentMemoryContext;
@@ -231,6 +221,7 @@ BlobGet(FunctionCallInfo fcinfo, bool inline_layout)
 	StringInfoData buf;
 	bool		found;
 
+	SpRequireSchema(BLOB_LAYOUT_SINCE, "blob_get");
 	if (!ranged && !PG_ARGISNULL(2))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -242,14 +233,14 @@ BlobGet(FunctionCallInfo fcinfo, bool inline_layout)
 	SPI_connect();
 	SpArgsInit(&args);
 	SpArgText(&args, key);
-	found = SpExec(inline_layout ? &blob_select_inline : &blob_select, &args, true, 1) == 1;
+	found = SpExec(&blob_select, &args, true, 1) == 1;
 	if (found)
 	{
 		MemoryContext spi;
-		bool		is_inline = inline_layout && !SpIsNull(0, 9);
+		bool		is_inline = !SpIsNull(0, BLOB_SEL_INLINE_CODEC);
 
-		SpGetInt64(0, 1, &version);
-		SpGetInt64(0, 3, &size);
+		SpGetInt64(0, BLOB_SEL_VERSION, &version);
+		SpGetInt64(0, BLOB_SEL_SIZE, &size);
 		served = size;
 		if (ranged)
 		{
@@ -272,7 +263,7 @@ BlobGet(FunctionCallInfo fcinfo, bool inline_layout)
 			BlobReadTooLarge(served, sp_blob_max_read);
 		spi = MemoryContextSwitchTo(outer);
 		initStringInfo(&buf);
-		BlobAppendRecord(&buf, 0, 2);
+		BlobAppendRecord(&buf, 0, BLOB_SEL_RECORD);
 		/* the row (record text + bytea hex text) must fit one message */
 		if ((Size) served * 2 + 2 + buf.len + BLOB_ROW_OVERHEAD >= MaxAllocSize)
 			BlobReadTooLarge(served, (MaxAllocSize - BLOB_ROW_OVERHEAD - buf.len - 2) / 2);
@@ -292,9 +283,10 @@ BlobGet(FunctionCallInfo fcinfo, bool inline_layout)
 		{
 			bool		isnull;
 			int16		codec = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[0],
-															SPI_tuptable->tupdesc, 9, &isnull));
-			Datum		data = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 10,
-											 &isnull);
+															SPI_tuptable->tupdesc,
+															BLOB_SEL_INLINE_CODEC, &isnull));
+			Datum		data = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+											 BLOB_SEL_INLINE_DATA, &isnull);
 
 			if (size > BLOB_CHUNK_SIZE_MAX || isnull)
 				ereport(ERROR,
@@ -317,20 +309,6 @@ BlobGet(FunctionCallInfo fcinfo, bool inline_layout)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
-}
-
-/* blob_get for a 0.2.0 schema: every object in chunks. */
-Datum
-blob_get(PG_FUNCTION_ARGS)
-{
-	return BlobGet(fcinfo, false);
-}
-
-/* blob_get for the 0.3.0 schema: chunked or inline objects. */
-Datum
-blob_get_v3(PG_FUNCTION_ARGS)
-{
-	return BlobGet(fcinfo, true);
 }
 
 /*
@@ -365,7 +343,7 @@ blob_head(PG_FUNCTION_ARGS)
 		MemoryContext spi = MemoryContextSwitchTo(outer);
 
 		initStringInfo(&buf);
-		BlobAppendRecord(&buf, 0, 2);
+		BlobAppendRecord(&buf, 0, BLOB_SEL_RECORD);
 		MemoryContextSwitchTo(spi);
 	}
 	SPI_finish();
@@ -387,7 +365,7 @@ blob_delete(PG_FUNCTION_ARGS)
 	SpArgsInit(&args);
 	SpArgText(&args, key);
 	found = SpExec(&blob_remove, &args, false, 0) == 1;
-	if (found && SpGetInt64(0, 1, &version))
+	if (found && SpGetInt64(0, BLOB_VERSION_COL, &version))
 		BlobDeleteVersion(version);
 	SPI_finish();
 	PG_RETURN_BOOL(found);
@@ -423,7 +401,7 @@ blob_list(PG_FUNCTION_ARGS)
 {
 	char	   *prefix = PG_ARGISNULL(0) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(0));
 	char	   *cursor = PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1));
-	int64		limit = CheckRowLimitArg(fcinfo, 2, "page_limit", SP_NO_ROW_LIMIT);
+	int64		limit = SpCheckRowLimitArg(fcinfo, 2, "page_limit", SP_NO_ROW_LIMIT);
 	MemoryContext outer = CurrentMemoryContext;
 	MemoryContext spi;
 	StringInfoData buf;

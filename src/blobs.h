@@ -71,7 +71,7 @@ extern void BlobDeleteVersion(int64 version);
 extern void BlobReadRange(int64 version, int64 offset, int64 len, char *dst,
 						  pg_cryptohash_ctx *hash, bool read_only);
 extern Datum BlobPublish(const char *key, int64 version, int64 size, const BlobOptions *opts,
-						 int64 now, MemoryContext outer, bool inline_layout);
+						 int64 now, MemoryContext outer);
 extern Datum BlobPublishInline(const char *key, const char *data, int len,
 							   const BlobOptions *opts, int64 now, MemoryContext outer);
 extern void BlobSliceStored(int codec, Datum data, int32 raw_length, int64 start, int64 len,
@@ -83,5 +83,15 @@ extern void BlobAppendRecord(StringInfo buf, int row, int first_col);
 /* Columns BlobAppendRecord reads, starting at its first_col. */
 #define BLOB_RECORD_COLUMNS \
 	"blob_key, size, etag, content_type, custom_metadata::text, created_at, updated_at"
+#define BLOB_RECORD_NCOLUMNS	7
+/* Offsets from first_col of the BLOB_RECORD_COLUMNS a reader may need on its own. */
+#define BLOB_REC_SIZE			1
+
+/*
+ * The storage layout blob_put, blob_get and blob_upload_commit need: small
+ * objects inline in their blobs row (0.3.0). An older schema is refused
+ * (SpRequireSchema, schema_version.c).
+ */
+#define BLOB_LAYOUT_SINCE	"0.3.0"
 
 #endif							/* SANDBOX_PERSIST_BLOBS_H */

@@ -65,7 +65,7 @@ CkptEntrySize(const SpJson *node, const char *what, int index)
 
 	if (node == NULL || node->kind != SPJ_NUMBER)
 		CkptEntryError(what, index, "size must be a number");
-	if (SpJsonGetInt(node, &v) != SPI_OK || v < 0)
+	if (SpJsonGetInt(node, &v) != SP_INT_OK || v < 0)
 		CkptEntryError(what, index, "size must be a safe integer >= 0");
 	return v;
 }
@@ -304,9 +304,9 @@ CkptReadWriterThread(const SpJson *writer)
 	SpJson	   *m[1];
 
 	if (writer == NULL || writer->kind != SPJ_OBJECT)
-		return CkptCheckId(NULL, "writer.threadId");	/* absent: INVALID_ID */
+		return SpCheckIdJson(NULL, "writer.threadId", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);	/* absent: INVALID_ID */
 	SpJsonMembers(writer, names, 1, m, "writer", true, 0, SP_SNAPSHOT_INVALID_ENTRY);
-	return CkptCheckId(m[0], "writer.threadId");
+	return SpCheckIdJson(m[0], "writer.threadId", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
 }
 
 /* Build a text[] datum from C strings. */

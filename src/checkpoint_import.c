@@ -229,7 +229,7 @@ _checkpoint_import_fork(PG_FUNCTION_ARGS)
 	src.own_block = true;
 	src.block_from = stored.block_from;
 	src.block_to = stored.block_to;
-	record = ForkPublish(&in, &entries, &src, keys, now, CKPT_LAYOUT_LOG, outer);
+	record = ForkPublish(&in, &entries, &src, keys, now, outer);
 	SPI_finish();
 	PG_RETURN_DATUM(ForkResult(record));
 }

@@ -4,11 +4,9 @@
  * The checkpoint store (docs/contract/checkpoint-store.md §1-§6): append with
  * the contract's exact check order (whole, or as a delta: the new messages
  * and a claim about the parent's, §3.1), deleteHead, get, list, getHead and
- * listBlobReferences, and the checkpoint record every reader builds. Each
- * function that touches a conversation exists for both storage layouts
- * (CkptLayout): the original symbol for a database not yet updated past
- * 0.2.0 (one bigint[] of message ids per checkpoint) and a *_v3 symbol for
- * 0.3.0 (per-thread log, conversations.c).
+ * listBlobReferences, and the checkpoint record every reader builds. The
+ * functions that touch a conversation serve the per-thread log of 0.3.0
+ * (conversations.c) and refuse an older schema (CKPT_LAYOUT_SINCE).
  *
  * Locking: append and deleteHead lock the thread's checkpoint_threads row
  * FOR UPDATE first; it is the thread's only lock point, so two appends
@@ -29,14 +27,10 @@
 #include "checkpoints.h"
 
 PG_FUNCTION_INFO_V1(checkpoint_append);
-PG_FUNCTION_INFO_V1(checkpoint_append_v3);
 PG_FUNCTION_INFO_V1(checkpoint_append_delta);
 PG_FUNCTION_INFO_V1(checkpoint_delete_head);
-PG_FUNCTION_INFO_V1(checkpoint_delete_head_v3);
 PG_FUNCTION_INFO_V1(checkpoint_get);
-PG_FUNCTION_INFO_V1(checkpoint_get_v3);
 PG_FUNCTION_INFO_V1(checkpoint_list);
-PG_FUNCTION_INFO_V1(checkpoint_list_v3);
 PG_FUNCTION_INFO_V1(checkpoint_get_head);
 PG_FUNCTION_INFO_V1(checkpoint_list_blob_references);
 
@@ -56,13 +50,7 @@ PG_FUNCTION_INFO_V1(checkpoint_list_blob_references);
 	"c.checkpoint_id, c.thread_id, c.parent_id, c.created_at, c.reason, c.label," \
 	" c.source_run_id, c.files::text, c.artifacts::text, "
 
-/* 0.1.0-0.2.0 layout: the conversation is the checkpoint's array of message ids. */
-#define CKPT_COLUMNS_ID_ARRAYS CKPT_HEADER_COLUMNS \
-	"(SELECT string_agg(m.body, ',' ORDER BY u.ord)" \
-	"    FROM unnest(c.conversation) WITH ORDINALITY AS u(id, ord)" \
-	"    JOIN sandbox_persist.conversation_messages m ON m.message_id = u.id)"
-
-/* 0.3.0 layout: the conversation is a set of ranges of the thread's log. */
+/* The conversation is a set of ranges of the thread's log. */
 #define CKPT_COLUMNS_LOG CKPT_HEADER_COLUMNS CONV_BODIES_SQL("c")
 
 static SpQuery ckpt_exists = {
@@ -70,34 +58,7 @@ static SpQuery ckpt_exists = {
 	1, {TEXTOID}
 };
 
-/* 0.1.0-0.2.0 layout: every message passed is hashed, offered and looked up. */
-static SpQuery ckpt_store_messages_id_arrays = {
-	"INSERT INTO sandbox_persist.conversation_messages (thread_id, hash, body)"
-	" SELECT DISTINCT ON (h) $2, h, b FROM"
-	"  (SELECT pg_catalog.sha256(pg_catalog.convert_to(b, 'UTF8')) AS h, b"
-	"     FROM unnest($1::text[]) AS b) s"
-	" ON CONFLICT (thread_id, hash) DO NOTHING",
-	2, {TEXTARRAYOID, TEXTOID}
-};
-
-static SpQuery ckpt_message_ids_id_arrays = {
-	"SELECT coalesce(array_agg(m.message_id ORDER BY t.ord), '{}')"
-	" FROM unnest($1::text[]) WITH ORDINALITY AS t(b, ord)"
-	" JOIN sandbox_persist.conversation_messages m"
-	"   ON m.thread_id = $2 AND m.hash = pg_catalog.sha256(pg_catalog.convert_to(t.b, 'UTF8'))",
-	2, {TEXTARRAYOID, TEXTOID}
-};
-
-static SpQuery ckpt_insert_id_arrays = {
-	"INSERT INTO sandbox_persist.checkpoints (checkpoint_id, thread_id, parent_id, created_at,"
-	" reason, label, source_run_id, files, artifacts, conversation)"
-	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
-	" ON CONFLICT (checkpoint_id) DO NOTHING",
-	10, {TEXTOID, TEXTOID, TEXTOID, FLOAT8OID, TEXTOID, TEXTOID, TEXTOID, JSONOID, JSONOID,
-	INT8ARRAYOID}
-};
-
-/* 0.3.0 layout: $10 the parent's ranges kept (or NULL), [$11, $12) the block appended. */
+/* $10 the parent's ranges kept (or NULL), [$11, $12) the block appended. */
 static SpQuery ckpt_insert_log = {
 	"INSERT INTO sandbox_persist.checkpoints (checkpoint_id, thread_id, parent_id, created_at,"
 	" reason, label, source_run_id, files, artifacts, conv_ranges, conv_block, conv_len,"
@@ -127,23 +88,18 @@ static SpQuery ckpt_set_head = {
 	2, {TEXTOID, TEXTOID}
 };
 
-/* 0.3.0 layout: the head and the next free log position move together. */
+/* The head and the next free log position move together (append). */
 static SpQuery ckpt_set_head_log = {
 	"UPDATE sandbox_persist.checkpoint_threads SET head_id = $2, conv_log_end = $3"
 	" WHERE thread_id = $1",
 	3, {TEXTOID, TEXTOID, INT8OID}
 };
 
-/* Column of ckpt_delete_*'s result. */
+/* Column of ckpt_delete_log's result. */
 #define CKPT_DELETED_PARENT_ID	1
 
-static SpQuery ckpt_delete_id_arrays = {
-	"DELETE FROM sandbox_persist.checkpoints WHERE checkpoint_id = $1 RETURNING parent_id",
-	1, {TEXTOID}
-};
-
 /*
- * 0.3.0 layout: the log block the checkpoint appended is queued for A11. No
+ * The log block the checkpoint appended is queued for A11. No
  * other checkpoint refers to it: only descendants extend it, and a head has
  * none (deleteHead takes heads only).
  */
@@ -156,19 +112,8 @@ static SpQuery ckpt_delete_log = {
 	1, {TEXTOID}
 };
 
-static SpQuery ckpt_select_id_arrays = {
-	"SELECT " CKPT_COLUMNS_ID_ARRAYS " FROM sandbox_persist.checkpoints c WHERE c.checkpoint_id = $1",
-	1, {TEXTOID}
-};
-
 static SpQuery ckpt_select_log = {
 	"SELECT " CKPT_COLUMNS_LOG " FROM sandbox_persist.checkpoints c WHERE c.checkpoint_id = $1",
-	1, {TEXTOID}
-};
-
-static SpQuery ckpt_select_thread_id_arrays = {
-	"SELECT " CKPT_COLUMNS_ID_ARRAYS " FROM sandbox_persist.checkpoints c WHERE c.thread_id = $1"
-	" ORDER BY c.created_at, c.checkpoint_id",
 	1, {TEXTOID}
 };
 
@@ -285,8 +230,7 @@ CkptAppendRecord(StringInfo buf, int row)
 
 /* The checkpoint with this id as a json datum built in `outer`. Inside SPI. */
 Datum
-CkptRecordById(const char *checkpoint_id, CkptLayout layout, bool read_only,
-			   MemoryContext outer, bool *found)
+CkptRecordById(const char *checkpoint_id, bool read_only, MemoryContext outer, bool *found)
 {
 	SpArgs		args;
 	bool		isnull;
@@ -294,28 +238,10 @@ CkptRecordById(const char *checkpoint_id, CkptLayout layout, bool read_only,
 
 	SpArgsInit(&args);
 	SpArgText(&args, checkpoint_id);
-	result = SpRowsJson(layout == CKPT_LAYOUT_LOG ? &ckpt_select_log : &ckpt_select_id_arrays,
-						&args, read_only, CkptAppendRecord, true, outer, &isnull);
+	result = SpRowsJson(&ckpt_select_log, &args, read_only, CkptAppendRecord, true, outer,
+						&isnull);
 	*found = !isnull;
 	return result;
-}
-
-/*
- * 0.1.0-0.2.0 layout: store every message of the conversation (once per
- * thread) and return the checkpoint's array of message ids. Inside SPI.
- */
-static Datum
-CkptStoreIdArray(const char *thread_id, const ConvMessages *msgs)
-{
-	SpArgs		args;
-	bool		isnull;
-
-	SpArgsInit(&args);
-	SpArgDatum(&args, ConvTextArray(msgs, 0));
-	SpArgText(&args, thread_id);
-	SpExec(&ckpt_store_messages_id_arrays, &args, false, 0);
-	SpExec(&ckpt_message_ids_id_arrays, &args, false, 1);
-	return SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 }
 
 /* Raise WRITER_LOST unless the writer belongs to the thread the call writes. */
@@ -338,20 +264,21 @@ CkptRequireWriterThread(const char *writer_thread, const char *thread_id)
  * checkpoint_append(input json, conversation json, now_ms bigint) -> json
  * {headId}. input = {checkpoint, expectedHeadId, writer}. Checks run in the
  * contract's order: identifiers, writer thread, entries, lease, duplicate id,
- * stale head, parent mismatch; then the checkpoint is published atomically.
- * With delta, the call is checkpoint_append_delta(input, tail, prefix_len,
- * prefix_digest, now_ms): the conversation is the parent's first prefix_len
- * messages (a claim, checked last: PREFIX_MISMATCH) followed by tail.
+ * stale head, parent mismatch; then the checkpoint is published atomically:
+ * only what extends the parent's conversation is stored. With delta, the
+ * call is checkpoint_append_delta(input, tail, prefix_len, prefix_digest,
+ * now_ms): the conversation is the parent's first prefix_len messages (a
+ * claim, checked last: PREFIX_MISMATCH) followed by tail.
  */
 static Datum
-CkptAppend(FunctionCallInfo fcinfo, CkptLayout layout, bool delta)
+CkptAppend(FunctionCallInfo fcinfo, bool delta)
 {
 	static const char *const top_names[] = {"checkpoint", "expectedHeadId", "writer"};
 	static const char *const names[] = {
 		"id", "threadId", "parentCheckpointId", "createdAt", "reason", "label",
 		"sourceRunId", "files", "artifacts"
 	};
-	SpJson	   *input = CkptInputArg(fcinfo, 0, "input");
+	SpJson	   *input = SpCheckJsonKindArg(fcinfo, 0, "input", SPJ_OBJECT, "an object", SP_CHECK_CKPT_ID);
 	SpJson	   *top[lengthof(top_names)];
 	SpJson	   *c[lengthof(names)];
 	SpJson		empty = {SPJ_OBJECT};
@@ -369,7 +296,6 @@ CkptAppend(FunctionCallInfo fcinfo, CkptLayout layout, bool delta)
 	CkptThread	thread;
 	ConvMessages msgs;
 	ConvStored	stored = {0};
-	Datum		message_ids = (Datum) 0;
 	int			nkeys;
 	int			now_arg = delta ? CKPT_DELTA_ARG_NOW : CKPT_WHOLE_ARG_NOW;
 	int64		claim_len = 0;
@@ -377,19 +303,20 @@ CkptAppend(FunctionCallInfo fcinfo, CkptLayout layout, bool delta)
 	SpArgs		args;
 	StringInfoData result;
 
+	SpRequireSchema(CKPT_LAYOUT_SINCE, delta ? "checkpoint_append_delta" : "checkpoint_append");
 	CkptLookup(input, top_names, lengthof(top_names), top);
 	/* A checkpoint that is not an object has no identifiers to read. */
 	CkptLookup(top[0] && top[0]->kind == SPJ_OBJECT ? top[0] : &empty,
 			   names, lengthof(names), c);
 
 	/* 1. identifiers */
-	thread_id = CkptCheckId(c[1], "checkpoint.threadId");
+	thread_id = SpCheckIdJson(c[1], "checkpoint.threadId", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
 	writer_thread = CkptReadWriterThread(top[2]);
-	checkpoint_id = CkptCheckId(c[0], "checkpoint.id");
+	checkpoint_id = SpCheckIdJson(c[0], "checkpoint.id", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
 	if (top[1] == NULL || top[1]->kind != SPJ_NULL)
-		expected_head = CkptCheckId(top[1], "expectedHeadId");
+		expected_head = SpCheckIdJson(top[1], "expectedHeadId", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
 	if (c[2] != NULL && c[2]->kind != SPJ_NULL)
-		parent_id = CkptCheckId(c[2], "checkpoint.parentCheckpointId");
+		parent_id = SpCheckIdJson(c[2], "checkpoint.parentCheckpointId", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
 
 	/* 2. the writer must belong to the checkpoint's thread */
 	CkptRequireWriterThread(writer_thread, thread_id);
@@ -401,10 +328,10 @@ CkptAppend(FunctionCallInfo fcinfo, CkptLayout layout, bool delta)
 				 ("invalid checkpoint"),
 				 "checkpoint must be an object.");
 	CkptMembers(top[0], names, lengthof(names), c, "a checkpoint");
-	created_at = CkptCheckCreatedAt(c[3], "createdAt");
-	reason = CkptEntryText(c[4], "reason", true);
-	label = CkptEntryText(c[5], "label", false);
-	source_run = CkptEntryText(c[6], "sourceRunId", false);
+	created_at = SpCheckNumberJson(c[3], "createdAt", SP_CHECK_CKPT_ENTRY);
+	reason = SpCheckStringJson(c[4], "reason", true, -1, SP_CHECK_CKPT_ENTRY);
+	label = SpCheckStringJson(c[5], "label", false, -1, SP_CHECK_CKPT_ENTRY);
+	source_run = SpCheckStringJson(c[6], "sourceRunId", false, -1, SP_CHECK_CKPT_ENTRY);
 	CkptValidateFiles(c[7], &entries);
 	CkptValidateArtifacts(c[8], &entries);
 	ConvSplit(fcinfo, 1, &msgs);
@@ -455,10 +382,8 @@ CkptAppend(FunctionCallInfo fcinfo, CkptLayout layout, bool delta)
 	if (delta)
 		ConvAppendTail(thread_id, parent_id, claim_len, (const uint8 *) VARDATA_ANY(claim_digest),
 					   VARSIZE_ANY_EXHDR(claim_digest), &msgs, &stored);
-	else if (layout == CKPT_LAYOUT_LOG)
-		ConvAppend(thread_id, parent_id, &msgs, &stored);
 	else
-		message_ids = CkptStoreIdArray(thread_id, &msgs);
+		ConvAppend(thread_id, parent_id, &msgs, &stored);
 
 	SpArgsInit(&args);
 	SpArgText(&args, checkpoint_id);
@@ -470,33 +395,22 @@ CkptAppend(FunctionCallInfo fcinfo, CkptLayout layout, bool delta)
 	SpArgText(&args, source_run);
 	SpArgTextLen(&args, entries.files.data, entries.files.len);
 	SpArgTextLen(&args, entries.artifacts.data, entries.artifacts.len);
-	if (layout == CKPT_LAYOUT_LOG)
-	{
-		if (stored.base_null)
-			SpArgNull(&args);
-		else
-			SpArgDatum(&args, stored.base);
-		SpArgInt64(&args, stored.block_from);
-		SpArgInt64(&args, stored.block_to);
-		SpArgDatum(&args, Int32GetDatum(stored.len));
-		SpArgDatum(&args, stored.digest);
-	}
+	if (stored.base_null)
+		SpArgNull(&args);
 	else
-		SpArgDatum(&args, message_ids);
-	if (SpExec(layout == CKPT_LAYOUT_LOG ? &ckpt_insert_log : &ckpt_insert_id_arrays,
-			   &args, false, 0) == 0)
+		SpArgDatum(&args, stored.base);
+	SpArgInt64(&args, stored.block_from);
+	SpArgInt64(&args, stored.block_to);
+	SpArgDatum(&args, Int32GetDatum(stored.len));
+	SpArgDatum(&args, stored.digest);
+	if (SpExec(&ckpt_insert_log, &args, false, 0) == 0)
 		CkptDuplicateId(checkpoint_id); /* lost a race with another thread */
 	CkptInsertRefs(checkpoint_id, CkptDistinctKeys(&entries, &nkeys));
 	SpArgsInit(&args);
 	SpArgText(&args, thread_id);
 	SpArgText(&args, checkpoint_id);
-	if (layout == CKPT_LAYOUT_LOG)
-	{
-		SpArgInt64(&args, stored.block_to);
-		SpExec(&ckpt_set_head_log, &args, false, 0);
-	}
-	else
-		SpExec(&ckpt_set_head, &args, false, 0);
+	SpArgInt64(&args, stored.block_to);
+	SpExec(&ckpt_set_head_log, &args, false, 0);
 	SPI_finish();
 
 	initStringInfo(&result);
@@ -506,43 +420,36 @@ CkptAppend(FunctionCallInfo fcinfo, CkptLayout layout, bool delta)
 	PG_RETURN_DATUM(SpJsonResult(&result));
 }
 
-/* checkpoint_append, 0.1.0-0.2.0 layout. */
+/* checkpoint_append(input json, now_ms bigint) -> json {headId}. */
 Datum
 checkpoint_append(PG_FUNCTION_ARGS)
 {
-	return CkptAppend(fcinfo, CKPT_LAYOUT_ID_ARRAYS, false);
-}
-
-/* checkpoint_append, 0.3.0 layout: only what extends the parent is stored. */
-Datum
-checkpoint_append_v3(PG_FUNCTION_ARGS)
-{
-	return CkptAppend(fcinfo, CKPT_LAYOUT_LOG, false);
+	return CkptAppend(fcinfo, false);
 }
 
 /*
  * checkpoint_append_delta(input json, tail json, prefix_len bigint,
  * prefix_digest bytea, now_ms bigint) -> json {headId}: checkpoint_append
  * with the conversation given as a claim about the parent's plus the new
- * messages (0.4.0, log layout only).
+ * messages (0.4.0).
  */
 Datum
 checkpoint_append_delta(PG_FUNCTION_ARGS)
 {
-	return CkptAppend(fcinfo, CKPT_LAYOUT_LOG, true);
+	return CkptAppend(fcinfo, true);
 }
 
 /*
  * checkpoint_delete_head(input json, now_ms bigint): input = {threadId,
  * checkpointId, writer}. Removes the head checkpoint (its references go with
- * it) and moves the head to its parent. Blob bytes are untouched; in the
- * 0.3.0 layout the log block it appended is queued for maintain() (A11).
+ * it) and moves the head to its parent. Blob bytes are untouched; the log
+ * block it appended is queued for maintain() (A11).
  */
-static Datum
-CkptDeleteHead(FunctionCallInfo fcinfo, CkptLayout layout)
+Datum
+checkpoint_delete_head(PG_FUNCTION_ARGS)
 {
 	static const char *const names[] = {"threadId", "checkpointId", "writer"};
-	SpJson	   *input = CkptInputArg(fcinfo, 0, "input");
+	SpJson	   *input = SpCheckJsonKindArg(fcinfo, 0, "input", SPJ_OBJECT, "an object", SP_CHECK_CKPT_ID);
 	SpJson	   *m[lengthof(names)];
 	char	   *thread_id;
 	char	   *checkpoint_id;
@@ -552,9 +459,10 @@ CkptDeleteHead(FunctionCallInfo fcinfo, CkptLayout layout)
 	SpArgs		args;
 	char	   *parent_id;
 
+	SpRequireSchema(CKPT_LAYOUT_SINCE, "checkpoint_delete_head");
 	CkptLookup(input, names, lengthof(names), m);
-	thread_id = CkptCheckId(m[0], "threadId");
-	checkpoint_id = CkptCheckId(m[1], "checkpointId");
+	thread_id = SpCheckIdJson(m[0], "threadId", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
+	checkpoint_id = SpCheckIdJson(m[1], "checkpointId", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
 	writer_thread = CkptReadWriterThread(m[2]);
 	CkptRequireWriterThread(writer_thread, thread_id);
 	CkptMembers(input, names, lengthof(names), m, "checkpoint deleteHead input");
@@ -571,8 +479,7 @@ CkptDeleteHead(FunctionCallInfo fcinfo, CkptLayout layout)
 				 thread_id, CkptQuoted(thread.head_id), checkpoint_id);
 	SpArgsInit(&args);
 	SpArgText(&args, checkpoint_id);
-	if (SpExec(layout == CKPT_LAYOUT_LOG ? &ckpt_delete_log : &ckpt_delete_id_arrays,
-			   &args, false, 0) != 1)
+	if (SpExec(&ckpt_delete_log, &args, false, 0) != 1)
 		sp_error(SP_SNAPSHOT_NOT_HEAD,
 				 ("checkpoint is not the head"),
 				 "The head record \"%s\" of thread \"%s\" is missing.", checkpoint_id, thread_id);
@@ -585,84 +492,44 @@ CkptDeleteHead(FunctionCallInfo fcinfo, CkptLayout layout)
 	PG_RETURN_VOID();
 }
 
-/* checkpoint_delete_head, 0.1.0-0.2.0 layout. */
-Datum
-checkpoint_delete_head(PG_FUNCTION_ARGS)
-{
-	return CkptDeleteHead(fcinfo, CKPT_LAYOUT_ID_ARRAYS);
-}
-
-/* checkpoint_delete_head, 0.3.0 layout: also queues the checkpoint's log block. */
-Datum
-checkpoint_delete_head_v3(PG_FUNCTION_ARGS)
-{
-	return CkptDeleteHead(fcinfo, CKPT_LAYOUT_LOG);
-}
-
 /* checkpoint_get(checkpoint_id text) -> json: the checkpoint, or NULL. */
-static Datum
-CkptGet(FunctionCallInfo fcinfo, CkptLayout layout)
+Datum
+checkpoint_get(PG_FUNCTION_ARGS)
 {
-	char	   *checkpoint_id = CkptCheckIdArg(fcinfo, 0, "checkpoint_id");
+	char	   *checkpoint_id;
 	MemoryContext outer = CurrentMemoryContext;
 	Datum		result;
 	bool		found;
 
+	SpRequireSchema(CKPT_LAYOUT_SINCE, "checkpoint_get");
+	checkpoint_id = SpCheckIdArg(fcinfo, 0, "checkpoint_id", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
 	SPI_connect();
-	result = CkptRecordById(checkpoint_id, layout, true, outer, &found);
+	result = CkptRecordById(checkpoint_id, true, outer, &found);
 	SPI_finish();
 	if (!found)
 		PG_RETURN_NULL();
 	PG_RETURN_DATUM(result);
 }
 
-/* checkpoint_get, 0.1.0-0.2.0 layout. */
-Datum
-checkpoint_get(PG_FUNCTION_ARGS)
-{
-	return CkptGet(fcinfo, CKPT_LAYOUT_ID_ARRAYS);
-}
-
-/* checkpoint_get, 0.3.0 layout. */
-Datum
-checkpoint_get_v3(PG_FUNCTION_ARGS)
-{
-	return CkptGet(fcinfo, CKPT_LAYOUT_LOG);
-}
-
 /* checkpoint_list(thread_id text) -> json: every checkpoint, createdAt then id bytes. */
-static Datum
-CkptList(FunctionCallInfo fcinfo, CkptLayout layout)
-{
-	char	   *thread_id = CkptCheckIdArg(fcinfo, 0, "thread_id");
-	SpArgs		args;
-
-	SpArgsInit(&args);
-	SpArgText(&args, thread_id);
-	return SpReadJson(fcinfo,
-					  layout == CKPT_LAYOUT_LOG ? &ckpt_select_thread_log : &ckpt_select_thread_id_arrays,
-					  &args, CkptAppendRecord, false);
-}
-
-/* checkpoint_list, 0.1.0-0.2.0 layout. */
 Datum
 checkpoint_list(PG_FUNCTION_ARGS)
 {
-	return CkptList(fcinfo, CKPT_LAYOUT_ID_ARRAYS);
-}
+	char	   *thread_id;
+	SpArgs		args;
 
-/* checkpoint_list, 0.3.0 layout. */
-Datum
-checkpoint_list_v3(PG_FUNCTION_ARGS)
-{
-	return CkptList(fcinfo, CKPT_LAYOUT_LOG);
+	SpRequireSchema(CKPT_LAYOUT_SINCE, "checkpoint_list");
+	thread_id = SpCheckIdArg(fcinfo, 0, "thread_id", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
+	SpArgsInit(&args);
+	SpArgText(&args, thread_id);
+	return SpReadJson(fcinfo, &ckpt_select_thread_log, &args, CkptAppendRecord, false);
 }
 
 /* checkpoint_get_head(thread_id text) -> text: the head id, or NULL. */
 Datum
 checkpoint_get_head(PG_FUNCTION_ARGS)
 {
-	char	   *thread_id = CkptCheckIdArg(fcinfo, 0, "thread_id");
+	char	   *thread_id = SpCheckIdArg(fcinfo, 0, "thread_id", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
 	MemoryContext outer = CurrentMemoryContext;
 	char	   *head = NULL;
 	SpArgs		args;

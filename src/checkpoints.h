@@ -16,15 +16,11 @@
 #include "sandbox_persist.h"
 
 /*
- * Which storage layout a SQL function serves. The shared library serves a
- * database still at 0.1.0 or 0.2.0 (its functions name the original symbols)
- * as well as one at 0.3.0 (the *_v3 symbols).
+ * The storage layout the checkpoint functions need: the per-thread
+ * conversation log of 0.3.0 (conversations.c). A database at an older
+ * schema is refused (SpRequireSchema, schema_version.c).
  */
-typedef enum CkptLayout
-{
-	CKPT_LAYOUT_ID_ARRAYS,		/* 0.1.0-0.2.0: checkpoints.conversation bigint[] */
-	CKPT_LAYOUT_LOG				/* 0.3.0: per-thread log, ranges per checkpoint */
-} CkptLayout;
+#define CKPT_LAYOUT_SINCE	"0.3.0"
 
 /* The three writer members the store reads; anything else is ignored. */
 typedef struct CkptWriter
@@ -63,7 +59,7 @@ typedef struct ConvMessages
 	int		   *rawlen;
 } ConvMessages;
 
-/* Where an append or a fork put a conversation (CKPT_LAYOUT_LOG). */
+/* Where an append or a fork put a conversation. */
 typedef struct ConvStored
 {
 	Datum		base;			/* int8multirange kept from the parent ... */
@@ -86,44 +82,10 @@ typedef struct ConvStored
 	"   JOIN sandbox_persist.conversation_messages m ON m.message_id = l.message_id)"
 
 /*
- * Checkpoint input checks: the validator family (validate.c) with the
- * checkpoint policies, so every problem is SP007 (identifiers) or SP008.
+ * Checkpoint input is checked by the validator family (validate.c) with the
+ * checkpoint policies, so every problem is SP007 (SP_CHECK_CKPT_ID, for
+ * identifiers, with SP_ID_MAX_BYTES) or SP008 (SP_CHECK_CKPT_ENTRY).
  */
-
-/* Read an identifier field of checkpoint input; every problem is INVALID_ID. */
-static inline char *
-CkptCheckId(const SpJson *node, const char *field)
-{
-	return SpCheckIdJson(node, field, SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
-}
-
-/* Read an identifier argument of type text; SQL NULL is INVALID_ID too. */
-static inline char *
-CkptCheckIdArg(FunctionCallInfo fcinfo, int argno, const char *name)
-{
-	return SpCheckIdArg(fcinfo, argno, name, SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
-}
-
-/* Read a json input argument; SQL NULL or a non-object has no identifiers. */
-static inline SpJson *
-CkptInputArg(FunctionCallInfo fcinfo, int argno, const char *name)
-{
-	return SpCheckJsonKindArg(fcinfo, argno, name, SPJ_OBJECT, "an object", SP_CHECK_CKPT_ID);
-}
-
-/* Read a createdAt that must be a finite JSON number (else INVALID_ENTRY). */
-static inline double
-CkptCheckCreatedAt(const SpJson *node, const char *field)
-{
-	return SpCheckNumberJson(node, field, SP_CHECK_CKPT_ENTRY);
-}
-
-/* Read a text field of the header (INVALID_ENTRY); optional ones give NULL when absent or null. */
-static inline char *
-CkptEntryText(const SpJson *node, const char *field, bool required)
-{
-	return SpCheckStringJson(node, field, required, -1, SP_CHECK_CKPT_ENTRY);
-}
 
 /* checkpoint_entries.c: member lookups and entries of checkpoint input */
 extern void CkptLookup(const SpJson *obj, const char *const *names, int nnames,
@@ -146,8 +108,8 @@ extern int64 CkptLeaseMs(FunctionCallInfo fcinfo, int argno);
 
 /* checkpoints.c: records and references */
 extern void CkptInsertRefs(const char *checkpoint_id, Datum keys);
-extern Datum CkptRecordById(const char *checkpoint_id, CkptLayout layout, bool read_only,
-							MemoryContext outer, bool *found);
+extern Datum CkptRecordById(const char *checkpoint_id, bool read_only, MemoryContext outer,
+							bool *found);
 
 /* The input of a fork, read once (fork.c); the cross-shard import reads the same. */
 typedef struct ForkInput
@@ -162,9 +124,8 @@ typedef struct ForkInput
 } ForkInput;
 
 /*
- * Where a fork root's conversation comes from: `conversation` is the id array
- * (0.1.0-0.2.0 layout) or log ranges of thread `thread_id` (0.3.0 layout),
- * with its length and digest. A local fork copies those ranges into the
+ * Where a fork root's conversation comes from: `conversation` is the log
+ * ranges of thread `thread_id`, with its length and digest. A local fork copies those ranges into the
  * destination's log; an import has already appended them there (own_block,
  * [block_from, block_to) of the destination's log).
  */
@@ -185,7 +146,7 @@ extern void ForkCheckSourceThread(const ForkInput *in, const char *stored_thread
 extern int64 ForkCheckDestination(FunctionCallInfo fcinfo, int now_argno, const ForkInput *in,
 								  const CkptThread *thread, bool id_taken);
 extern Datum ForkPublish(const ForkInput *in, const CkptEntries *entries, const ForkSource *src,
-						 Datum keys, int64 now, CkptLayout layout, MemoryContext outer);
+						 Datum keys, int64 now, MemoryContext outer);
 extern Datum ForkResult(Datum record);
 
 /* conversations.c: conversation storage */

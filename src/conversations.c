@@ -75,6 +75,9 @@ static SpQuery conv_store = {
 	4, {BYTEAARRAYOID, TEXTARRAYOID, TEXTOID, INT8OID}
 };
 
+/* The one column of conv_log_end. */
+#define CONV_LOG_END_COL	1
+
 static SpQuery conv_log_end = {
 	"SELECT conv_log_end FROM sandbox_persist.checkpoint_threads WHERE thread_id = $1",
 	1, {TEXTOID}
@@ -103,6 +106,10 @@ static SpQuery conv_copy = {
  * A11, step 1: up to $1 queued blocks, each with its thread row key-share
  * locked; a block or thread some other transaction holds is skipped.
  */
+/* Columns of conv_gc_blocks: the threads and their blocks, index for index. */
+#define CONV_GC_THREADS		1
+#define CONV_GC_BLOCKS		2
+
 static SpQuery conv_gc_blocks = {
 	"WITH c AS (SELECT g.thread_id, g.block FROM sandbox_persist.conversation_garbage g"
 	"  JOIN sandbox_persist.checkpoint_threads t ON t.thread_id = g.thread_id"
@@ -113,6 +120,10 @@ static SpQuery conv_gc_blocks = {
 };
 
 /* Step 2: at most $3 log positions of those blocks; returns the messages they named. */
+/* Columns of conv_gc_positions: positions deleted, the messages they named. */
+#define CONV_GC_POSITIONS	1
+#define CONV_GC_MESSAGE_IDS	2
+
 static SpQuery conv_gc_positions = {
 	"WITH b AS (SELECT * FROM unnest($1::text[], $2::int8range[]) AS b(thread_id, block)),"
 	" r AS (SELECT l.thread_id, l.pos FROM b JOIN sandbox_persist.conversation_log l"
@@ -125,6 +136,9 @@ static SpQuery conv_gc_positions = {
 };
 
 /* Step 3 (a new snapshot, so step 2's deletions count): messages no position names. */
+/* The one column of conv_gc_messages: messages deleted. */
+#define CONV_GC_MESSAGES	1
+
 static SpQuery conv_gc_messages = {
 	"WITH d AS (DELETE FROM sandbox_persist.conversation_messages m WHERE m.message_id = ANY ($1)"
 	"   AND NOT EXISTS (SELECT 1 FROM sandbox_persist.conversation_log l"
@@ -556,7 +570,7 @@ ConvCopy(const char *source_thread, Datum source_ranges, const char *dest_thread
 	SpArgText(&args, dest_thread);
 	if (SpExec(&conv_log_end, &args, false, 1) != 1)
 		elog(ERROR, "checkpoint thread \"%s\" has no row", dest_thread);
-	SpGetInt64(0, 1, &log_end);
+	SpGetInt64(0, CONV_LOG_END_COL, &log_end);
 	SpArgsInit(&args);
 	SpArgDatum(&args, source_ranges);
 	SpArgText(&args, source_thread);
@@ -588,8 +602,8 @@ ConvCollect(int64 max_rows, int64 *positions, int64 *messages)
 	SpArgsInit(&args);
 	SpArgInt64(&args, max_rows);
 	SpExec(&conv_gc_blocks, &args, false, 1);
-	threads = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	blocks = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	threads = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, CONV_GC_THREADS, &isnull);
+	blocks = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, CONV_GC_BLOCKS, &isnull);
 	if (ArrayGetNItems(ARR_NDIM(DatumGetArrayTypeP(threads)),
 					   ARR_DIMS(DatumGetArrayTypeP(threads))) == 0)
 		return;
@@ -599,13 +613,13 @@ ConvCollect(int64 max_rows, int64 *positions, int64 *messages)
 	SpArgDatum(&args, blocks);
 	SpArgInt64(&args, max_rows);
 	SpExec(&conv_gc_positions, &args, false, 1);
-	SpGetInt64(0, 1, positions);
-	ids = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	SpGetInt64(0, CONV_GC_POSITIONS, positions);
+	ids = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, CONV_GC_MESSAGE_IDS, &isnull);
 
 	SpArgsInit(&args);
 	SpArgDatum(&args, ids);
 	SpExec(&conv_gc_messages, &args, false, 1);
-	SpGetInt64(0, 1, messages);
+	SpGetInt64(0, CONV_GC_MESSAGES, messages);
 
 	SpArgsInit(&args);
 	SpArgDatum(&args, threads);

@@ -321,7 +321,7 @@ LogReadOptions(FunctionCallInfo fcinfo, int argno, LogAppendOptions *out)
 	memset(out, 0, sizeof(LogAppendOptions));
 	if (!PG_ARGISNULL(argno))
 	{
-		SpJson	   *opts = CheckJsonObjectArg(fcinfo, argno, "options");
+		SpJson	   *opts = SpCheckJsonKindArg(fcinfo, argno, "options", SPJ_OBJECT, "a JSON object", SP_CHECK_PLAIN);
 
 		SpJsonMembers(opts, names, lengthof(names), m, "event log append options", false,
 					  ERRCODE_INVALID_PARAMETER_VALUE, -1);
@@ -333,18 +333,18 @@ LogReadOptions(FunctionCallInfo fcinfo, int argno, LogAppendOptions *out)
 				 errdetail("An idempotent append names both its producer and its sequence number.")));
 	if (m[0] != NULL)
 	{
-		out->producer_id = CheckStringJson(m[0], "producerId");
+		out->producer_id = SpCheckStringJson(m[0], "producerId", true, -1, SP_CHECK_PLAIN);
 		if (!SpIsUuid(out->producer_id))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("producerId must be a UUID"),
 					 errdetail("\"%s\" is not a UUID.", out->producer_id)));
-		out->producer_seq = CheckIntJson(m[1], "producerSeq", 0);
+		out->producer_seq = SpCheckIntJson(m[1], "producerSeq", 0);
 	}
 	if (m[2] != NULL)
 	{
 		out->fenced = true;
-		out->fence_epoch = CheckIntJson(m[2], "fenceEpoch", 0);
+		out->fence_epoch = SpCheckIntJson(m[2], "fenceEpoch", 0);
 	}
 	if (m[3] != NULL)
 	{
@@ -597,8 +597,8 @@ LogStoredDigests(int64 log_id, int64 first, int n, int64 *digests)
 Datum
 event_log_append(PG_FUNCTION_ARGS)
 {
-	char	   *run_id = CheckIdArg(fcinfo, 0, "run_id", SP_ID_MAX_BYTES);
-	SpJson	   *chunks = CheckJsonArg(fcinfo, 1, "chunks");
+	char	   *run_id = SpCheckIdArg(fcinfo, 0, "run_id", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
+	SpJson	   *chunks = SpCheckJsonArg(fcinfo, 1, "chunks", SP_CHECK_PLAIN);
 	int64		now = SpNowMs(fcinfo, -1);
 	LogAppendOptions opts;
 	Datum	   *texts;
@@ -733,7 +733,7 @@ LogVouch(const char *run_id, const LogRow *log, int64 after, int64 digest)
 static Datum
 LogRead(FunctionCallInfo fcinfo, bool verified)
 {
-	char	   *run_id = CheckIdArg(fcinfo, 0, "run_id", SP_ID_MAX_BYTES);
+	char	   *run_id = SpCheckIdArg(fcinfo, 0, "run_id", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
 	int			rows_argno = verified ? 3 : 2;
 	bool		check_digest = verified && !PG_ARGISNULL(2);
 	int64		digest = 0;
@@ -746,7 +746,7 @@ LogRead(FunctionCallInfo fcinfo, bool verified)
 	LogRow		log;
 	int			n;
 
-	CheckArgNotNull(fcinfo, 1, "after_seq", "Read from the start with after_seq 0.");
+	SpCheckArgNotNull(fcinfo, 1, "after_seq", "Read from the start with after_seq 0.", SP_CHECK_PLAIN);
 	after = PG_GETARG_INT64(1);
 	if (after < 0)
 		ereport(ERROR,
@@ -755,7 +755,7 @@ LogRead(FunctionCallInfo fcinfo, bool verified)
 				 errdetail("A value of " INT64_FORMAT " was given.", after)));
 	if (check_digest)
 		digest = LogParseDigest(text_to_cstring(PG_GETARG_TEXT_PP(2)));
-	max_rows = CheckRowLimitArg(fcinfo, rows_argno, "max_rows", LOG_READ_DEFAULT_ROWS);
+	max_rows = SpCheckRowLimitArg(fcinfo, rows_argno, "max_rows", LOG_READ_DEFAULT_ROWS);
 
 	SPI_connect();
 	SpArgsInit(&args);
@@ -840,7 +840,7 @@ event_log_read_verified(PG_FUNCTION_ARGS)
 Datum
 event_log_close(PG_FUNCTION_ARGS)
 {
-	char	   *run_id = CheckIdArg(fcinfo, 0, "run_id", SP_ID_MAX_BYTES);
+	char	   *run_id = SpCheckIdArg(fcinfo, 0, "run_id", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
 	SpArgs		args;
 	int64		log_id = 0;
 
@@ -859,7 +859,7 @@ event_log_close(PG_FUNCTION_ARGS)
 Datum
 event_log_snapshot(PG_FUNCTION_ARGS)
 {
-	char	   *run_id = CheckIdArg(fcinfo, 0, "run_id", SP_ID_MAX_BYTES);
+	char	   *run_id = SpCheckIdArg(fcinfo, 0, "run_id", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
 	MemoryContext outer = CurrentMemoryContext;
 	MemoryContext spi;
 	StringInfoData buf;

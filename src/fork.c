@@ -12,9 +12,9 @@
  * the source checkpoint FOR KEY SHARE (so a concurrent deleteHead of the
  * source either waits for the fork or has already removed it: the fork then
  * reports FORK_SOURCE_NOT_FOUND). Same order as append and deleteHead:
- * thread row, then checkpoint rows. In the 0.3.0 layout the root gets its own
- * copy of the conversation in the destination's log, written under the
- * destination's row lock like every append.
+ * thread row, then checkpoint rows. The root gets its own copy of the
+ * conversation in the destination's log, written under the destination's
+ * row lock like every append.
  */
 #include "postgres.h"
 
@@ -25,21 +25,14 @@
 #include "checkpoints.h"
 
 PG_FUNCTION_INFO_V1(checkpoint_fork_from_checkpoint);
-PG_FUNCTION_INFO_V1(checkpoint_fork_from_checkpoint_v3);
 
-/* Columns of fork_source_*, in their order. */
+/* Columns of fork_source_log, in their order. */
 #define FORK_SRC_THREAD_ID		1
 #define FORK_SRC_FILES			2
 #define FORK_SRC_ARTIFACTS		3
-#define FORK_SRC_CONVERSATION	4	/* id array (0.2.0) or log ranges (0.3.0) */
-#define FORK_SRC_CONV_LEN		5	/* 0.3.0 only */
-#define FORK_SRC_CONV_DIGEST	6	/* 0.3.0 only */
-
-static SpQuery fork_source_id_arrays = {
-	"SELECT thread_id, files::text, artifacts::text, conversation"
-	" FROM sandbox_persist.checkpoints WHERE checkpoint_id = $1 FOR KEY SHARE",
-	1, {TEXTOID}
-};
+#define FORK_SRC_CONVERSATION	4	/* log ranges of the source thread */
+#define FORK_SRC_CONV_LEN		5
+#define FORK_SRC_CONV_DIGEST	6
 
 static SpQuery fork_source_log = {
 	"SELECT thread_id, files::text, artifacts::text, conv_ranges, conv_len, conv_digest"
@@ -68,17 +61,10 @@ static SpQuery fork_source_refs = {
 	2, {TEXTOID, TEXTARRAYOID}
 };
 
-/* The transcript is insert-if-absent: a concurrent save surfaces as NOT_EMPTY. */
-static SpQuery fork_transcript_id_arrays = {
-	"INSERT INTO sandbox_persist.messages (thread_id, transcript, updated_at)"
-	" SELECT $1, ('[' || coalesce(string_agg(m.body, ',' ORDER BY u.ord), '') || ']')::json, $3"
-	"   FROM unnest($2::bigint[]) WITH ORDINALITY AS u(id, ord)"
-	"   JOIN sandbox_persist.conversation_messages m ON m.message_id = u.id"
-	" ON CONFLICT (thread_id) DO NOTHING",
-	3, {TEXTOID, INT8ARRAYOID, INT8OID}
-};
-
-/* 0.3.0 layout: the source's conversation ($2, ranges of thread $4's log). */
+/*
+ * The source's conversation ($2, ranges of thread $4's log). The transcript
+ * is insert-if-absent: a concurrent save surfaces as NOT_EMPTY.
+ */
 static SpQuery fork_transcript_log = {
 	"INSERT INTO sandbox_persist.messages (thread_id, transcript, updated_at)"
 	" SELECT $1, ('[' || coalesce(" CONV_BODIES_SQL("c") ", '') || ']')::json, $3"
@@ -87,15 +73,7 @@ static SpQuery fork_transcript_log = {
 	4, {TEXTOID, INT8MULTIRANGEOID, INT8OID, TEXTOID}
 };
 
-static SpQuery fork_insert_id_arrays = {
-	"INSERT INTO sandbox_persist.checkpoints (checkpoint_id, thread_id, parent_id, created_at,"
-	" reason, files, artifacts, conversation)"
-	" VALUES ($1, $2, NULL, $3, 'fork-root', $4, $5, $6)"
-	" ON CONFLICT (checkpoint_id) DO NOTHING",
-	6, {TEXTOID, TEXTOID, FLOAT8OID, JSONOID, JSONOID, INT8ARRAYOID}
-};
-
-/* 0.3.0 layout: the root's conversation is its own block [$6, $7) of the destination's log. */
+/* The root's conversation is its own block [$6, $7) of the destination's log. */
 static SpQuery fork_insert_log = {
 	"INSERT INTO sandbox_persist.checkpoints (checkpoint_id, thread_id, parent_id, created_at,"
 	" reason, files, artifacts, conv_ranges, conv_block, conv_len, conv_digest)"
@@ -103,11 +81,6 @@ static SpQuery fork_insert_log = {
 	"  pg_catalog.int8multirange(pg_catalog.int8range($6, $7)), pg_catalog.int8range($6, $7), $8, $9)"
 	" ON CONFLICT (checkpoint_id) DO NOTHING",
 	9, {TEXTOID, TEXTOID, FLOAT8OID, JSONOID, JSONOID, INT8OID, INT8OID, INT4OID, BYTEAOID}
-};
-
-static SpQuery fork_set_head = {
-	"UPDATE sandbox_persist.checkpoint_threads SET head_id = $2 WHERE thread_id = $1",
-	2, {TEXTOID, TEXTOID}
 };
 
 static SpQuery fork_set_head_log = {
@@ -147,17 +120,17 @@ ForkReadInput(FunctionCallInfo fcinfo, int now_argno, ForkInput *in)
 		"sourceThreadId", "sourceCheckpointId", "destinationThreadId",
 		"destinationCheckpointId", "createdAt", "writer"
 	};
-	SpJson	   *input = CkptInputArg(fcinfo, 0, "input");
+	SpJson	   *input = SpCheckJsonKindArg(fcinfo, 0, "input", SPJ_OBJECT, "an object", SP_CHECK_CKPT_ID);
 	SpJson	   *m[lengthof(names)];
 
 	CkptLookup(input, names, lengthof(names), m);
-	in->source_thread = CkptCheckId(m[0], "sourceThreadId");
-	in->source_id = CkptCheckId(m[1], "sourceCheckpointId");
-	in->dest_thread = CkptCheckId(m[2], "destinationThreadId");
-	in->dest_id = CkptCheckId(m[3], "destinationCheckpointId");
+	in->source_thread = SpCheckIdJson(m[0], "sourceThreadId", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
+	in->source_id = SpCheckIdJson(m[1], "sourceCheckpointId", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
+	in->dest_thread = SpCheckIdJson(m[2], "destinationThreadId", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
+	in->dest_id = SpCheckIdJson(m[3], "destinationCheckpointId", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
 	in->writer_thread = CkptReadWriterThread(m[5]);
 	CkptMembers(input, names, lengthof(names), m, "checkpoint fork input");
-	in->created_at = CkptCheckCreatedAt(m[4], "createdAt");
+	in->created_at = SpCheckNumberJson(m[4], "createdAt", SP_CHECK_CKPT_ENTRY);
 	CkptReadWriterLease(m[5], &in->writer);
 	(void) SpNowMs(fcinfo, now_argno);	/* refuse a disallowed clock before locking */
 
@@ -220,13 +193,12 @@ ForkCheckDestination(FunctionCallInfo fcinfo, int now_argno, const ForkInput *in
  * destination transcript, the root with its conversation, one reference per
  * distinct key, the head) and return it as get would, built in `outer`.
  * Shared by the local fork and the cross-shard import, so both write alike.
- * In the 0.3.0 layout the root's conversation is a block of the destination's
- * own log: copied from the source thread's log (local fork), or already
+ * The root's conversation is a block of the destination's own log: copied from the source thread's log (local fork), or already
  * appended there by the import (src->own_block). Inside SPI, every check done.
  */
 Datum
 ForkPublish(const ForkInput *in, const CkptEntries *entries, const ForkSource *src, Datum keys,
-			int64 now, CkptLayout layout, MemoryContext outer)
+			int64 now, MemoryContext outer)
 {
 	ConvStored	block = {0};
 	SpArgs		args;
@@ -236,17 +208,15 @@ ForkPublish(const ForkInput *in, const CkptEntries *entries, const ForkSource *s
 	SpArgText(&args, in->dest_thread);
 	SpArgDatum(&args, src->conversation);
 	SpArgInt64(&args, now);
-	if (layout == CKPT_LAYOUT_LOG)
-		SpArgText(&args, src->thread_id);
-	if (SpExec(layout == CKPT_LAYOUT_LOG ? &fork_transcript_log : &fork_transcript_id_arrays,
-			   &args, false, 0) != 1)
+	SpArgText(&args, src->thread_id);
+	if (SpExec(&fork_transcript_log, &args, false, 0) != 1)
 		ForkNotEmpty(in->dest_thread, "gained a transcript during the fork");
-	if (layout == CKPT_LAYOUT_LOG && src->own_block)
+	if (src->own_block)
 	{
 		block.block_from = src->block_from;
 		block.block_to = src->block_to;
 	}
-	else if (layout == CKPT_LAYOUT_LOG)
+	else
 		ConvCopy(src->thread_id, src->conversation, in->dest_thread, &block);
 
 	SpArgsInit(&args);
@@ -255,31 +225,20 @@ ForkPublish(const ForkInput *in, const CkptEntries *entries, const ForkSource *s
 	SpArgFloat8(&args, in->created_at);
 	SpArgTextLen(&args, entries->files.data, entries->files.len);
 	SpArgTextLen(&args, entries->artifacts.data, entries->artifacts.len);
-	if (layout == CKPT_LAYOUT_LOG)
-	{
-		SpArgInt64(&args, block.block_from);
-		SpArgInt64(&args, block.block_to);
-		SpArgDatum(&args, Int32GetDatum((int32) src->len));
-		SpArgDatum(&args, src->digest);
-	}
-	else
-		SpArgDatum(&args, src->conversation);
-	if (SpExec(layout == CKPT_LAYOUT_LOG ? &fork_insert_log : &fork_insert_id_arrays,
-			   &args, false, 0) != 1)
+	SpArgInt64(&args, block.block_from);
+	SpArgInt64(&args, block.block_to);
+	SpArgDatum(&args, Int32GetDatum((int32) src->len));
+	SpArgDatum(&args, src->digest);
+	if (SpExec(&fork_insert_log, &args, false, 0) != 1)
 		ForkNotEmpty(in->dest_thread,
 					 psprintf("cannot take checkpoint id \"%s\": it is already used", in->dest_id));
 	CkptInsertRefs(in->dest_id, keys);
 	SpArgsInit(&args);
 	SpArgText(&args, in->dest_thread);
 	SpArgText(&args, in->dest_id);
-	if (layout == CKPT_LAYOUT_LOG)
-	{
-		SpArgInt64(&args, block.block_to);
-		SpExec(&fork_set_head_log, &args, false, 0);
-	}
-	else
-		SpExec(&fork_set_head, &args, false, 0);
-	return CkptRecordById(in->dest_id, layout, false, outer, &found);
+	SpArgInt64(&args, block.block_to);
+	SpExec(&fork_set_head_log, &args, false, 0);
+	return CkptRecordById(in->dest_id, false, outer, &found);
 }
 
 /* The result of a fork, {checkpoint}, from the root's record text. After SPI. */
@@ -300,8 +259,8 @@ ForkResult(Datum record)
  * {checkpoint}. input = {sourceThreadId, sourceCheckpointId,
  * destinationThreadId, destinationCheckpointId, createdAt, writer}.
  */
-static Datum
-ForkFromCheckpoint(FunctionCallInfo fcinfo, CkptLayout layout)
+Datum
+checkpoint_fork_from_checkpoint(PG_FUNCTION_ARGS)
 {
 	MemoryContext outer = CurrentMemoryContext;
 	ForkInput	in;
@@ -317,6 +276,7 @@ ForkFromCheckpoint(FunctionCallInfo fcinfo, CkptLayout layout)
 	int64		covered = 0;
 	SpArgs		args;
 
+	SpRequireSchema(CKPT_LAYOUT_SINCE, "checkpoint_fork_from_checkpoint");
 	/* 1-4. the input */
 	ForkReadInput(fcinfo, 1, &in);
 
@@ -326,8 +286,7 @@ ForkFromCheckpoint(FunctionCallInfo fcinfo, CkptLayout layout)
 	/* 5, 6. the source checkpoint, held against a concurrent deleteHead */
 	SpArgsInit(&args);
 	SpArgText(&args, in.source_id);
-	if (SpExec(layout == CKPT_LAYOUT_LOG ? &fork_source_log : &fork_source_id_arrays,
-			   &args, false, 1) != 1)
+	if (SpExec(&fork_source_log, &args, false, 1) != 1)
 		sp_error(SP_SNAPSHOT_FORK_SOURCE_NOT_FOUND,
 				 ("fork source checkpoint not found"),
 				 "No checkpoint has id \"%s\".", in.source_id);
@@ -336,11 +295,8 @@ ForkFromCheckpoint(FunctionCallInfo fcinfo, CkptLayout layout)
 	artifacts = SpGetText(0, FORK_SRC_ARTIFACTS);
 	src.thread_id = in.source_thread;
 	src.conversation = ForkColumnCopy(FORK_SRC_CONVERSATION);
-	if (layout == CKPT_LAYOUT_LOG)
-	{
-		SpGetInt64(0, FORK_SRC_CONV_LEN, &src.len);
-		src.digest = ForkColumnCopy(FORK_SRC_CONV_DIGEST);
-	}
+	SpGetInt64(0, FORK_SRC_CONV_LEN, &src.len);
+	src.digest = ForkColumnCopy(FORK_SRC_CONV_DIGEST);
 
 	/* 7, 8. the writer's lease; an empty destination, an unused id */
 	now = ForkCheckDestination(fcinfo, 1, &in, &thread, false);
@@ -362,21 +318,7 @@ ForkFromCheckpoint(FunctionCallInfo fcinfo, CkptLayout layout)
 				 "Checkpoint \"%s\" lacks reference rows for some of its blob keys.", in.source_id);
 
 	/* 11, 12. publish, and the fork root as get would return it */
-	record = ForkPublish(&in, &entries, &src, keys, now, layout, outer);
+	record = ForkPublish(&in, &entries, &src, keys, now, outer);
 	SPI_finish();
 	PG_RETURN_DATUM(ForkResult(record));
-}
-
-/* checkpoint_fork_from_checkpoint, 0.1.0-0.2.0 layout. */
-Datum
-checkpoint_fork_from_checkpoint(PG_FUNCTION_ARGS)
-{
-	return ForkFromCheckpoint(fcinfo, CKPT_LAYOUT_ID_ARRAYS);
-}
-
-/* checkpoint_fork_from_checkpoint, 0.3.0 layout. */
-Datum
-checkpoint_fork_from_checkpoint_v3(PG_FUNCTION_ARGS)
-{
-	return ForkFromCheckpoint(fcinfo, CKPT_LAYOUT_LOG);
 }

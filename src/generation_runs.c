@@ -112,7 +112,7 @@ GenRunClearMask(FunctionCallInfo fcinfo, int argno)
 
 	if (PG_ARGISNULL(argno))
 		return 0;
-	clear = CheckJsonArrayArg(fcinfo, argno, "clear");
+	clear = SpCheckJsonKindArg(fcinfo, argno, "clear", SPJ_ARRAY, "a JSON array", SP_CHECK_PLAIN);
 	for (int i = 0; i < clear->count; i++)
 	{
 		const SpJson *item = clear->items[i];
@@ -124,7 +124,7 @@ GenRunClearMask(FunctionCallInfo fcinfo, int argno)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("clear must list key names as strings"),
 					 errdetail("Element %d is a JSON %s.", i, SpJsonKindName(item->kind))));
-		name = CheckStringJson(item, "clear");
+		name = SpCheckStringJson(item, "clear", true, -1, SP_CHECK_PLAIN);
 		for (int j = 0; j < lengthof(gen_run_patch_keys); j++)
 			if (strcmp(name, gen_run_patch_keys[j]) == 0)
 				found = j;
@@ -154,22 +154,22 @@ generation_run_create_or_resume(PG_FUNCTION_ARGS)
 	static const char *const names[] = {
 		"runId", "threadId", "activity", "provider", "model", "startedAt", "status"
 	};
-	SpJson	   *in = CheckJsonObjectArg(fcinfo, 0, "input");
+	SpJson	   *in = SpCheckJsonKindArg(fcinfo, 0, "input", SPJ_OBJECT, "a JSON object", SP_CHECK_PLAIN);
 	SpJson	   *f[lengthof(names)];
 	char	   *run_id;
 	SpArgs		args;
 
 	SpJsonMembers(in, names, lengthof(names), f, "a generation run createOrResume input",
 				  false, ERRCODE_INVALID_PARAMETER_VALUE, -1);
-	run_id = CheckIdJson(f[0], "runId", SP_ID_MAX_BYTES);
+	run_id = SpCheckIdJson(f[0], "runId", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
 	SpArgsInit(&args);
 	SpArgText(&args, run_id);
-	SpArgText(&args, CheckIdJson(f[1], "threadId", SP_ID_MAX_BYTES));
-	SpArgText(&args, CheckStringJson(f[2], "activity"));
-	SpArgText(&args, CheckStringJson(f[3], "provider"));
-	SpArgText(&args, CheckStringJson(f[4], "model"));
-	SpArgText(&args, f[6] == NULL ? SP_RUN_RUNNING : CheckRunStatusJson(f[6], "status"));
-	SpArgInt64(&args, CheckIntJson(f[5], "startedAt", -SP_MAX_SAFE_INTEGER));
+	SpArgText(&args, SpCheckIdJson(f[1], "threadId", SP_ID_MAX_BYTES, SP_CHECK_PLAIN));
+	SpArgText(&args, SpCheckStringJson(f[2], "activity", true, -1, SP_CHECK_PLAIN));
+	SpArgText(&args, SpCheckStringJson(f[3], "provider", true, -1, SP_CHECK_PLAIN));
+	SpArgText(&args, SpCheckStringJson(f[4], "model", true, -1, SP_CHECK_PLAIN));
+	SpArgText(&args, f[6] == NULL ? SP_RUN_RUNNING : SpCheckRunStatusJson(f[6], "status"));
+	SpArgInt64(&args, SpCheckIntJson(f[5], "startedAt", -SP_MAX_SAFE_INTEGER));
 
 	return SpCreateOrResume(fcinfo, &generation_run_insert, &args, &generation_run_select,
 							run_id, GenRunAppendRecord);
@@ -183,8 +183,8 @@ generation_run_create_or_resume(PG_FUNCTION_ARGS)
 Datum
 generation_run_update(PG_FUNCTION_ARGS)
 {
-	char	   *run_id = CheckIdArg(fcinfo, 0, "run_id", SP_ID_MAX_BYTES);
-	SpJson	   *patch = CheckJsonObjectArg(fcinfo, 1, "patch");
+	char	   *run_id = SpCheckIdArg(fcinfo, 0, "run_id", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
+	SpJson	   *patch = SpCheckJsonKindArg(fcinfo, 1, "patch", SPJ_OBJECT, "a JSON object", SP_CHECK_PLAIN);
 	SpJson	   *f[lengthof(gen_run_patch_keys)];
 	int32		set_mask = 0;
 	int32		clear_mask;
@@ -209,15 +209,15 @@ generation_run_update(PG_FUNCTION_ARGS)
 	SpArgDatum(&args, Int32GetDatum(set_mask | clear_mask));
 	PatchArgStatus(&args, f[0], "generation run");
 	PatchArgInt(&args, f[1], "finishedAt", -SP_MAX_SAFE_INTEGER);
-	PatchArgJson(&args, f[2], "error", CheckRunErrorJson);
+	PatchArgJson(&args, f[2], "error", SpCheckRunErrorJson);
 	/* result: any JSON, and JSON null is a stored value (clear goes through `clear`) */
 	if (f[3] == NULL)
 		SpArgNull(&args);
 	else
 		SpArgTextLen(&args, f[3]->raw, f[3]->rawlen);
 	/* artifacts (an opaque array) and usage (never summed): replaced whole */
-	PatchArgJson(&args, f[4], "artifacts", CheckArrayJson);
-	PatchArgJson(&args, f[5], "usage", CheckObjectJson);
+	PatchArgJson(&args, f[4], "artifacts", SpCheckArrayJson);
+	PatchArgJson(&args, f[5], "usage", SpCheckObjectJson);
 
 	SPI_connect();
 	if ((set_mask | clear_mask) == 0)

@@ -110,20 +110,19 @@ instance_get(PG_FUNCTION_ARGS)
 Datum
 instance_upsert(PG_FUNCTION_ARGS)
 {
-	SpJson	   *rec = CheckJsonObjectArg(fcinfo, 0, "record");
+	SpJson	   *rec = SpCheckJsonKindArg(fcinfo, 0, "record", SPJ_OBJECT, "a JSON object", SP_CHECK_PLAIN);
 	SpJson	   *f[INSTANCE_NFIELDS];
 	SpArgs		args;
 
-	CheckRecordMembers(rec, &instance_record, f, "a sandbox instance record");
+	SpCheckRecordMembers(rec, &instance_record, f, "a sandbox instance record");
 	SpArgsInit(&args);
-	SpArgText(&args, CheckIdJson(f[INSTANCE_KEY], "key", SP_ID_MAX_BYTES));
-	SpArgText(&args, CheckStringJson(f[INSTANCE_PROVIDER], "provider"));
-	SpArgText(&args, CheckStringJson(f[INSTANCE_PROVIDER_SANDBOX_ID], "providerSandboxId"));
-	SpArgText(&args, CheckOptStringJson(f[INSTANCE_LATEST_SNAPSHOT_ID], "latestSnapshotId"));
-	SpArgText(&args, CheckIdJson(f[INSTANCE_THREAD_ID], "threadId", SP_ID_MAX_BYTES));
-	SpArgText(&args, CheckOptStringMaxJson(f[INSTANCE_LATEST_RUN_ID], "latestRunId",
-										   SP_ID_MAX_BYTES));
-	SpArgInt64(&args, CheckIntJson(f[INSTANCE_UPDATED_AT], "updatedAt", -SP_MAX_SAFE_INTEGER));
+	SpArgText(&args, SpCheckIdJson(f[INSTANCE_KEY], "key", SP_ID_MAX_BYTES, SP_CHECK_PLAIN));
+	SpArgText(&args, SpCheckStringJson(f[INSTANCE_PROVIDER], "provider", true, -1, SP_CHECK_PLAIN));
+	SpArgText(&args, SpCheckStringJson(f[INSTANCE_PROVIDER_SANDBOX_ID], "providerSandboxId", true, -1, SP_CHECK_PLAIN));
+	SpArgText(&args, SpCheckStringJson(f[INSTANCE_LATEST_SNAPSHOT_ID], "latestSnapshotId", false, -1, SP_CHECK_PLAIN));
+	SpArgText(&args, SpCheckIdJson(f[INSTANCE_THREAD_ID], "threadId", SP_ID_MAX_BYTES, SP_CHECK_PLAIN));
+	SpArgText(&args, SpCheckStringJson(f[INSTANCE_LATEST_RUN_ID], "latestRunId", false, SP_ID_MAX_BYTES, SP_CHECK_PLAIN));
+	SpArgInt64(&args, SpCheckIntJson(f[INSTANCE_UPDATED_AT], "updatedAt", -SP_MAX_SAFE_INTEGER));
 
 	SPI_connect();
 	SpExec(&instance_upsert_stmt, &args, false, 0);
@@ -135,7 +134,7 @@ instance_upsert(PG_FUNCTION_ARGS)
 Datum
 instance_delete(PG_FUNCTION_ARGS)
 {
-	char	   *key = CheckIdArg(fcinfo, 0, "instance_key", SP_ID_MAX_BYTES);
+	char	   *key = SpCheckIdArg(fcinfo, 0, "instance_key", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
 	SpArgs		args;
 	int			n;
 
@@ -160,14 +159,14 @@ instance_gc_candidates(PG_FUNCTION_ARGS)
 	int64		retention;
 	int64		max_rows;
 
-	CheckArgNotNull(fcinfo, 0, "retention_ms", NULL);
+	SpCheckArgNotNull(fcinfo, 0, "retention_ms", NULL, SP_CHECK_PLAIN);
 	retention = PG_GETARG_INT64(0);
 	if (retention < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("retention_ms must not be negative"),
 				 errdetail("A value of " INT64_FORMAT " was given.", retention)));
-	max_rows = CheckRowLimitArg(fcinfo, 1, "max_rows", INSTANCE_GC_DEFAULT_ROWS);
+	max_rows = SpCheckRowLimitArg(fcinfo, 1, "max_rows", INSTANCE_GC_DEFAULT_ROWS);
 	SpArgsInit(&args);
 	SpArgInt64(&args, SpTimeBefore(now, retention));
 	SpArgInt64(&args, now);

@@ -177,8 +177,8 @@ InterruptParseBatch(const SpJson *entries)
 					 errdetail("A JSON %s was given.", SpJsonKindName(e->kind))));
 		SpJsonMembers(e, names, lengthof(names), f, "an interrupt batch entry", false,
 					  ERRCODE_INVALID_PARAMETER_VALUE, -1);
-		out[i].id = CheckIdJson(f[0], "interruptId", SP_ID_MAX_BYTES);
-		status = CheckStringJson(f[1], "status");
+		out[i].id = SpCheckIdJson(f[0], "interruptId", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
+		status = SpCheckStringJson(f[1], "status", true, -1, SP_CHECK_PLAIN);
 		if (strcmp(status, SP_INTERRUPT_RESOLVED) == 0)
 			out[i].resolved = true;
 		else if (strcmp(status, SP_INTERRUPT_CANCELLED) == 0)
@@ -219,7 +219,7 @@ interrupt_create(PG_FUNCTION_ARGS)
 		"interruptId", "runId", "threadId", "requestedAt", "payload", "response",
 		"status", "resolvedAt"
 	};
-	SpJson	   *rec = CheckJsonObjectArg(fcinfo, 0, "record");
+	SpJson	   *rec = SpCheckJsonKindArg(fcinfo, 0, "record", SPJ_OBJECT, "a JSON object", SP_CHECK_PLAIN);
 	SpJson	   *f[lengthof(names)];
 	SpArgs		args;
 	int			n;
@@ -234,12 +234,12 @@ interrupt_create(PG_FUNCTION_ARGS)
 					 errmsg("%s cannot be given when creating an interrupt", names[i]),
 					 errdetail("An interrupt is created pending; resolve or cancel it to change its status.")));
 	SpArgsInit(&args);
-	SpArgText(&args, CheckIdJson(f[0], "interruptId", SP_ID_MAX_BYTES));
-	SpArgText(&args, CheckIdJson(f[1], "runId", SP_ID_MAX_BYTES));
-	SpArgText(&args, CheckIdJson(f[2], "threadId", SP_ID_MAX_BYTES));
-	SpArgInt64(&args, CheckIntJson(f[3], "requestedAt", -SP_MAX_SAFE_INTEGER));
-	CheckRequiredJson(f[4], "payload");
-	CheckObjectJson(f[4], "payload");
+	SpArgText(&args, SpCheckIdJson(f[0], "interruptId", SP_ID_MAX_BYTES, SP_CHECK_PLAIN));
+	SpArgText(&args, SpCheckIdJson(f[1], "runId", SP_ID_MAX_BYTES, SP_CHECK_PLAIN));
+	SpArgText(&args, SpCheckIdJson(f[2], "threadId", SP_ID_MAX_BYTES, SP_CHECK_PLAIN));
+	SpArgInt64(&args, SpCheckIntJson(f[3], "requestedAt", -SP_MAX_SAFE_INTEGER));
+	SpCheckRequiredJson(f[4], "payload", "a value", SP_CHECK_PLAIN);
+	SpCheckObjectJson(f[4], "payload");
 	SpArgTextLen(&args, f[4]->raw, f[4]->rawlen);
 	/* response: absent -> none; JSON null is a stored value */
 	if (f[5] == NULL)
@@ -261,7 +261,7 @@ interrupt_create(PG_FUNCTION_ARGS)
 Datum
 interrupt_resolve(PG_FUNCTION_ARGS)
 {
-	char	   *id = CheckIdArg(fcinfo, 0, "interrupt_id", SP_ID_MAX_BYTES);
+	char	   *id = SpCheckIdArg(fcinfo, 0, "interrupt_id", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
 	int64		now = SpNowMs(fcinfo, 2);
 	SpArgs		args;
 	int			n;
@@ -294,7 +294,7 @@ interrupt_resolve(PG_FUNCTION_ARGS)
 Datum
 interrupt_cancel(PG_FUNCTION_ARGS)
 {
-	char	   *id = CheckIdArg(fcinfo, 0, "interrupt_id", SP_ID_MAX_BYTES);
+	char	   *id = SpCheckIdArg(fcinfo, 0, "interrupt_id", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
 	int64		now = SpNowMs(fcinfo, 1);
 	SpArgs		args;
 	int			n;
@@ -318,7 +318,7 @@ interrupt_cancel(PG_FUNCTION_ARGS)
 Datum
 interrupt_commit_batch(PG_FUNCTION_ARGS)
 {
-	SpJson	   *entries = CheckJsonArrayArg(fcinfo, 0, "entries");
+	SpJson	   *entries = SpCheckJsonKindArg(fcinfo, 0, "entries", SPJ_ARRAY, "a JSON array", SP_CHECK_PLAIN);
 	int64		now = SpNowMs(fcinfo, 1);
 	int			n = entries->count;
 	InterruptBatchEntry *batch;

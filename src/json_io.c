@@ -462,20 +462,20 @@ SpJsonGetInt(const SpJson *node, int64 *out)
 	if (last_nonzero < 0)
 	{
 		*out = 0;
-		return SPI_OK;
+		return SP_INT_OK;
 	}
 	point += exponent;
 	/* a nonzero digit at or after the point (this covers 0 < |value| < 1) */
 	if (last_nonzero >= point)
-		return SPI_NOT_INTEGRAL;
+		return SP_INT_NOT_INTEGRAL;
 	if (point > (int64) sizeof(digits))
-		return SPI_OUT_OF_RANGE;
+		return SP_INT_OUT_OF_RANGE;
 	for (int i = 0; i < point; i++)
 		value = value * 10 + (i < ndigits ? digits[i] - '0' : 0);
 	if (value > SP_MAX_SAFE_INTEGER)
-		return SPI_OUT_OF_RANGE;
+		return SP_INT_OUT_OF_RANGE;
 	*out = negative ? -value : value;
-	return SPI_OK;
+	return SP_INT_OK;
 }
 
 /* Read a number node as a finite double; false when it overflows. */

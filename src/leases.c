@@ -97,7 +97,7 @@ CkptReadWriterLease(const SpJson *writer, CkptWriter *out)
 		SpJsonDecodeString(m[0]->raw, m[0]->rawlen, &out->owner_token, &len) != SPS_OK)
 		out->owner_token = NULL;
 	out->fence_ok = m[1] != NULL && m[1]->kind == SPJ_NUMBER &&
-		SpJsonGetInt(m[1], &out->fence) == SPI_OK;
+		SpJsonGetInt(m[1], &out->fence) == SP_INT_OK;
 }
 
 /*
@@ -199,7 +199,7 @@ LeaseExpiry(int64 now, int64 lease_ms)
 Datum
 checkpoint_acquire_writer(PG_FUNCTION_ARGS)
 {
-	char	   *thread_id = CkptCheckIdArg(fcinfo, 0, "thread_id");
+	char	   *thread_id = SpCheckIdArg(fcinfo, 0, "thread_id", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
 	int64		lease_ms = CkptLeaseMs(fcinfo, 1);
 	int64		now = SpNowMs(fcinfo, 2);
 	int64		expires = LeaseExpiry(now, lease_ms);
@@ -265,7 +265,7 @@ checkpoint_acquire_writer(PG_FUNCTION_ARGS)
 Datum
 checkpoint_renew_writer(PG_FUNCTION_ARGS)
 {
-	SpJson	   *writer_json = CkptInputArg(fcinfo, 0, "writer");
+	SpJson	   *writer_json = SpCheckJsonKindArg(fcinfo, 0, "writer", SPJ_OBJECT, "an object", SP_CHECK_CKPT_ID);
 	char	   *thread_id = CkptReadWriterThread(writer_json);
 	int64		lease_ms = CkptLeaseMs(fcinfo, 1);
 	int64		now;
@@ -301,7 +301,7 @@ checkpoint_renew_writer(PG_FUNCTION_ARGS)
 Datum
 checkpoint_release_writer(PG_FUNCTION_ARGS)
 {
-	SpJson	   *writer_json = CkptInputArg(fcinfo, 0, "writer");
+	SpJson	   *writer_json = SpCheckJsonKindArg(fcinfo, 0, "writer", SPJ_OBJECT, "an object", SP_CHECK_CKPT_ID);
 	char	   *thread_id = CkptReadWriterThread(writer_json);
 	CkptWriter	writer;
 	SpArgs		args;

@@ -177,7 +177,7 @@ static SpQuery lock_describe = {
 static char *
 LockKeyArg(FunctionCallInfo fcinfo, int argno)
 {
-	return CheckIdArg(fcinfo, argno, "lock_key", SP_KEY_MAX_BYTES);
+	return SpCheckIdArg(fcinfo, argno, "lock_key", SP_KEY_MAX_BYTES, SP_CHECK_PLAIN);
 }
 
 /* How LEASE_ROW_BUSY names a key's row. */
@@ -191,7 +191,7 @@ LockRowName(const char *key)
 static char *
 LockTokenArg(FunctionCallInfo fcinfo, int argno)
 {
-	CheckArgNotNull(fcinfo, argno, "owner_token", NULL);
+	SpCheckArgNotNull(fcinfo, argno, "owner_token", NULL, SP_CHECK_PLAIN);
 	return text_to_cstring(PG_GETARG_TEXT_PP(argno));
 }
 
@@ -202,7 +202,7 @@ LockExpiry(FunctionCallInfo fcinfo, int argno, int64 now)
 	int64		ttl;
 	int64		expires;
 
-	CheckArgNotNull(fcinfo, argno, "ttl_ms", NULL);
+	SpCheckArgNotNull(fcinfo, argno, "ttl_ms", NULL, SP_CHECK_PLAIN);
 	ttl = PG_GETARG_INT64(argno);
 	if (ttl < LOCK_TTL_MIN_MS || ttl > LOCK_TTL_MAX_MS)
 		ereport(ERROR,
@@ -372,7 +372,7 @@ Datum
 lock_renew_many(PG_FUNCTION_ARGS)
 {
 	static const char *const names[] = {"key", "ownerToken"};
-	SpJson	   *leases = CheckJsonArg(fcinfo, 0, "leases");
+	SpJson	   *leases = SpCheckJsonArg(fcinfo, 0, "leases", SP_CHECK_PLAIN);
 	int64		now;
 	int64		expires;
 	MemoryContext outer = CurrentMemoryContext;
@@ -407,8 +407,8 @@ lock_renew_many(PG_FUNCTION_ARGS)
 							   SpJsonKindName(leases->items[i]->kind))));
 		SpJsonMembers(leases->items[i], names, lengthof(names), m, "a lease", false,
 					  ERRCODE_INVALID_PARAMETER_VALUE, -1);
-		keys[i] = CStringGetTextDatum(CheckIdJson(m[0], "key", SP_KEY_MAX_BYTES));
-		tokens[i] = CStringGetTextDatum(CheckStringJson(m[1], "ownerToken"));
+		keys[i] = CStringGetTextDatum(SpCheckIdJson(m[0], "key", SP_KEY_MAX_BYTES, SP_CHECK_PLAIN));
+		tokens[i] = CStringGetTextDatum(SpCheckStringJson(m[1], "ownerToken", true, -1, SP_CHECK_PLAIN));
 	}
 	key_array = PointerGetDatum(construct_array(keys, leases->count, TEXTOID, -1,
 												false, TYPALIGN_INT));
@@ -499,7 +499,7 @@ lock_check(PG_FUNCTION_ARGS)
 	SpArgs		args;
 	bool		held;
 
-	CheckArgNotNull(fcinfo, 2, "fence", NULL);
+	SpCheckArgNotNull(fcinfo, 2, "fence", NULL, SP_CHECK_PLAIN);
 	SPI_connect();
 	SpArgsInit(&args);
 	SpArgText(&args, key);

@@ -504,7 +504,7 @@ maintain(PG_FUNCTION_ARGS)
 	MemoryContext outer = CurrentMemoryContext;
 	MemoryContext spi;
 
-	max_rows = CheckRowLimitArg(fcinfo, 0, "max_rows", MAINT_DEFAULT_ROWS);
+	max_rows = SpCheckRowLimitArg(fcinfo, 0, "max_rows", MAINT_DEFAULT_ROWS);
 	started = GetCurrentTimestamp();
 
 	SPI_connect();
@@ -728,7 +728,7 @@ attention_list_v4(PG_FUNCTION_ARGS)
 Datum
 reaper_heartbeat(PG_FUNCTION_ARGS)
 {
-	char	   *replica = CheckIdArg(fcinfo, 0, "replica", SP_ID_MAX_BYTES);
+	char	   *replica = SpCheckIdArg(fcinfo, 0, "replica", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
 	SpArgs		args;
 
 	SpArgsInit(&args);

@@ -33,7 +33,7 @@ static SpQuery message_upsert = {
 Datum
 message_load_thread(PG_FUNCTION_ARGS)
 {
-	char	   *thread_id = CheckIdArg(fcinfo, 0, "thread_id", SP_ID_MAX_BYTES);
+	char	   *thread_id = SpCheckIdArg(fcinfo, 0, "thread_id", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
 	MemoryContext outer = CurrentMemoryContext;
 	text	   *result = NULL;
 	SpArgs		args;
@@ -56,12 +56,12 @@ message_load_thread(PG_FUNCTION_ARGS)
 Datum
 message_save_thread(PG_FUNCTION_ARGS)
 {
-	char	   *thread_id = CheckIdArg(fcinfo, 0, "thread_id", SP_ID_MAX_BYTES);
+	char	   *thread_id = SpCheckIdArg(fcinfo, 0, "thread_id", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
 	text	   *messages;
 	SpJson	   *root;
 	SpArgs		args;
 
-	root = CheckJsonArg(fcinfo, 1, "messages");
+	root = SpCheckJsonArg(fcinfo, 1, "messages", SP_CHECK_PLAIN);
 	if (root->kind != SPJ_ARRAY)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -50,8 +50,8 @@ MetadataRaiseNull(void)
 Datum
 metadata_get(PG_FUNCTION_ARGS)
 {
-	char	   *ns = CheckIdArg(fcinfo, 0, "namespace", SP_ID_MAX_BYTES);
-	char	   *key = CheckIdArg(fcinfo, 1, "meta_key", SP_ID_MAX_BYTES);
+	char	   *ns = SpCheckIdArg(fcinfo, 0, "namespace", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
+	char	   *key = SpCheckIdArg(fcinfo, 1, "meta_key", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
 	MemoryContext outer = CurrentMemoryContext;
 	text	   *result = NULL;
 	SpArgs		args;
@@ -77,8 +77,8 @@ metadata_get(PG_FUNCTION_ARGS)
 Datum
 metadata_set(PG_FUNCTION_ARGS)
 {
-	char	   *ns = CheckIdArg(fcinfo, 0, "namespace", SP_ID_MAX_BYTES);
-	char	   *key = CheckIdArg(fcinfo, 1, "meta_key", SP_ID_MAX_BYTES);
+	char	   *ns = SpCheckIdArg(fcinfo, 0, "namespace", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
+	char	   *key = SpCheckIdArg(fcinfo, 1, "meta_key", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
 	text	   *value;
 	SpArgs		args;
 
@@ -103,8 +103,8 @@ metadata_set(PG_FUNCTION_ARGS)
 Datum
 metadata_delete(PG_FUNCTION_ARGS)
 {
-	char	   *ns = CheckIdArg(fcinfo, 0, "namespace", SP_ID_MAX_BYTES);
-	char	   *key = CheckIdArg(fcinfo, 1, "meta_key", SP_ID_MAX_BYTES);
+	char	   *ns = SpCheckIdArg(fcinfo, 0, "namespace", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
+	char	   *key = SpCheckIdArg(fcinfo, 1, "meta_key", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
 	SpArgs		args;
 	int			n;
 

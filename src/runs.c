@@ -219,19 +219,19 @@ Datum
 run_create_or_resume(PG_FUNCTION_ARGS)
 {
 	static const char *const names[] = {"runId", "threadId", "startedAt", "status"};
-	SpJson	   *in = CheckJsonObjectArg(fcinfo, 0, "input");
+	SpJson	   *in = SpCheckJsonKindArg(fcinfo, 0, "input", SPJ_OBJECT, "a JSON object", SP_CHECK_PLAIN);
 	SpJson	   *f[lengthof(names)];
 	char	   *run_id;
 	SpArgs		args;
 
 	SpJsonMembers(in, names, lengthof(names), f, "a run createOrResume input", false,
 				  ERRCODE_INVALID_PARAMETER_VALUE, -1);
-	run_id = CheckIdJson(f[0], "runId", SP_ID_MAX_BYTES);
+	run_id = SpCheckIdJson(f[0], "runId", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
 	SpArgsInit(&args);
 	SpArgText(&args, run_id);
-	SpArgText(&args, CheckIdJson(f[1], "threadId", SP_ID_MAX_BYTES));
-	SpArgText(&args, f[3] == NULL ? SP_RUN_RUNNING : CheckRunStatusJson(f[3], "status"));
-	SpArgInt64(&args, CheckIntJson(f[2], "startedAt", -SP_MAX_SAFE_INTEGER));
+	SpArgText(&args, SpCheckIdJson(f[1], "threadId", SP_ID_MAX_BYTES, SP_CHECK_PLAIN));
+	SpArgText(&args, f[3] == NULL ? SP_RUN_RUNNING : SpCheckRunStatusJson(f[3], "status"));
+	SpArgInt64(&args, SpCheckIntJson(f[2], "startedAt", -SP_MAX_SAFE_INTEGER));
 	SpArgInt64(&args, SpNowMs(fcinfo, -1));
 
 	return SpCreateOrResume(fcinfo, RunsHaveStatusClock() ? &run_insert_status_clock : &run_insert,
@@ -249,8 +249,8 @@ run_update(PG_FUNCTION_ARGS)
 		"status", "finishedAt", "error", "usage", "sandboxKey", "detachedSince",
 		"cancelRequested", "driverEpoch"
 	};
-	char	   *run_id = CheckIdArg(fcinfo, 0, "run_id", SP_ID_MAX_BYTES);
-	SpJson	   *patch = CheckJsonObjectArg(fcinfo, 1, "patch");
+	char	   *run_id = SpCheckIdArg(fcinfo, 0, "run_id", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
+	SpJson	   *patch = SpCheckJsonKindArg(fcinfo, 1, "patch", SPJ_OBJECT, "a JSON object", SP_CHECK_PLAIN);
 	SpJson	   *f[lengthof(names)];
 	int32		mask = 0;
 	bool		has_epoch = false;
@@ -272,10 +272,10 @@ run_update(PG_FUNCTION_ARGS)
 	PatchArgStatus(&args, f[0], "run");
 	PatchArgInt(&args, f[1], "finishedAt", -SP_MAX_SAFE_INTEGER);
 	/* error and usage: shape-checked, stored verbatim, replaced whole */
-	PatchArgJson(&args, f[2], "error", CheckRunErrorJson);
-	PatchArgJson(&args, f[3], "usage", CheckObjectJson);
+	PatchArgJson(&args, f[2], "error", SpCheckRunErrorJson);
+	PatchArgJson(&args, f[3], "usage", SpCheckObjectJson);
 	/* an instance key, so the instance key limit */
-	SpArgText(&args, CheckOptStringMaxJson(f[4], "sandboxKey", SP_ID_MAX_BYTES));
+	SpArgText(&args, SpCheckStringJson(f[4], "sandboxKey", false, SP_ID_MAX_BYTES, SP_CHECK_PLAIN));
 	PatchArgInt(&args, f[5], "detachedSince", -SP_MAX_SAFE_INTEGER);
 	if (f[6] == NULL || f[6]->kind == SPJ_NULL)
 		SpArgNull(&args);
@@ -291,7 +291,7 @@ run_update(PG_FUNCTION_ARGS)
 	else
 	{
 		has_epoch = true;
-		new_epoch = CheckIntJson(f[7], "driverEpoch", 0);
+		new_epoch = SpCheckIntJson(f[7], "driverEpoch", 0);
 		SpArgInt64(&args, new_epoch);
 	}
 	SpArgInt64(&args, SpNowMs(fcinfo, -1));
@@ -357,8 +357,8 @@ run_list_reclaimable(PG_FUNCTION_ARGS)
 	int64		cutoff;
 	SpArgs		args;
 
-	CheckArgNotNull(fcinfo, 0, "caller_now_ms", NULL);
-	CheckArgNotNull(fcinfo, 1, "ttl_ms", NULL);
+	SpCheckArgNotNull(fcinfo, 0, "caller_now_ms", NULL, SP_CHECK_PLAIN);
+	SpCheckArgNotNull(fcinfo, 1, "ttl_ms", NULL, SP_CHECK_PLAIN);
 	if (pg_sub_s64_overflow(PG_GETARG_INT64(0), PG_GETARG_INT64(1), &cutoff))
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),

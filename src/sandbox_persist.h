@@ -49,6 +49,12 @@ typedef enum SpReopenPolicy
 	SP_REOPEN_IF_RUN_ACTIVE
 } SpReopenPolicy;
 
+/*
+ * Raise 55000 (hint: ALTER EXTENSION sandbox_persist UPDATE) when the
+ * database's schema is older than release `since` (schema_version.c).
+ */
+extern void SpRequireSchema(const char *since, const char *function);
+
 /* Current time in epoch milliseconds, honouring an injected clock when allowed. */
 extern int64 SpNowMs(FunctionCallInfo fcinfo, int now_argno);
 
@@ -103,9 +109,9 @@ typedef enum SpStringStatus
 /* Outcome of reading a JSON number as a safe integer. */
 typedef enum SpIntStatus
 {
-	SPI_OK,
-	SPI_NOT_INTEGRAL,
-	SPI_OUT_OF_RANGE
+	SP_INT_OK,
+	SP_INT_NOT_INTEGRAL,
+	SP_INT_OUT_OF_RANGE
 } SpIntStatus;
 
 extern SpJson *SpJsonParse(const char *text, int len);
@@ -164,99 +170,20 @@ extern char *SpCheckStringJson(const SpJson *node, const char *field, bool requi
 							   int maxbytes, SpCheckPolicy policy);
 extern double SpCheckNumberJson(const SpJson *node, const char *field, SpCheckPolicy policy);
 
-/* The plain stores' names for the family: the policy is always SP_CHECK_PLAIN. */
-
-/* Refuse a SQL NULL argument with 22004 (detail NULL: "The value is required."). */
-static inline void
-CheckArgNotNull(FunctionCallInfo fcinfo, int argno, const char *name, const char *detail)
-{
-	SpCheckArgNotNull(fcinfo, argno, name, detail, SP_CHECK_PLAIN);
-}
-
-/* A required identifier argument of type text, at most maxbytes UTF-8 bytes. */
-static inline char *
-CheckIdArg(FunctionCallInfo fcinfo, int argno, const char *name, int maxbytes)
-{
-	return SpCheckIdArg(fcinfo, argno, name, maxbytes, SP_CHECK_PLAIN);
-}
-
-/* A required json argument of any kind. */
-static inline SpJson *
-CheckJsonArg(FunctionCallInfo fcinfo, int argno, const char *name)
-{
-	return SpCheckJsonArg(fcinfo, argno, name, SP_CHECK_PLAIN);
-}
-
-/* A required json argument that must be an object. */
-static inline SpJson *
-CheckJsonObjectArg(FunctionCallInfo fcinfo, int argno, const char *name)
-{
-	return SpCheckJsonKindArg(fcinfo, argno, name, SPJ_OBJECT, "a JSON object", SP_CHECK_PLAIN);
-}
-
-/* A required json argument that must be an array. */
-static inline SpJson *
-CheckJsonArrayArg(FunctionCallInfo fcinfo, int argno, const char *name)
-{
-	return SpCheckJsonKindArg(fcinfo, argno, name, SPJ_ARRAY, "a JSON array", SP_CHECK_PLAIN);
-}
-
-/* A required identifier field of a JSON record. */
-static inline char *
-CheckIdJson(const SpJson *node, const char *field, int maxbytes)
-{
-	return SpCheckIdJson(node, field, maxbytes, SP_CHECK_PLAIN);
-}
-
-/* A required string field. */
-static inline char *
-CheckStringJson(const SpJson *node, const char *field)
-{
-	return SpCheckStringJson(node, field, true, -1, SP_CHECK_PLAIN);
-}
-
-/* An optional string field: NULL when absent or JSON null. */
-static inline char *
-CheckOptStringJson(const SpJson *node, const char *field)
-{
-	return SpCheckStringJson(node, field, false, -1, SP_CHECK_PLAIN);
-}
-
-/* An optional string field stored in an indexed column: 22001 past maxbytes. */
-static inline char *
-CheckOptStringMaxJson(const SpJson *node, const char *field, int maxbytes)
-{
-	return SpCheckStringJson(node, field, false, maxbytes, SP_CHECK_PLAIN);
-}
-
-/* A required value: present and not JSON null (22004). */
-static inline void
-CheckRequiredJson(const SpJson *node, const char *field)
-{
-	SpCheckRequiredJson(node, field, "a value", SP_CHECK_PLAIN);
-}
-
-/* A required finite number; fractions are allowed. */
-static inline double
-CheckNumberJson(const SpJson *node, const char *field)
-{
-	return SpCheckNumberJson(node, field, SP_CHECK_PLAIN);
-}
-
 /* A row limit that means "no limit" (blob_list's documented default). */
 #define SP_NO_ROW_LIMIT INT64CONST(-1)
 
 extern bool SpIsUuid(const char *s);
 extern bool SpIsContentKey(const char *key, const char *prefix);
-extern int64 CheckIntJson(const SpJson *node, const char *field, int64 minval);
-extern int64 CheckRowLimitArg(FunctionCallInfo fcinfo, int argno, const char *name, int64 dflt);
-extern const char *CheckRunStatusJson(const SpJson *node, const char *field);
+extern int64 SpCheckIntJson(const SpJson *node, const char *field, int64 minval);
+extern int64 SpCheckRowLimitArg(FunctionCallInfo fcinfo, int argno, const char *name, int64 dflt);
+extern const char *SpCheckRunStatusJson(const SpJson *node, const char *field);
 
-/* A shape check of an opaque JSON field (CheckObjectJson, CheckRunErrorJson, ...). */
+/* A shape check of an opaque JSON field (SpCheckObjectJson, SpCheckRunErrorJson, ...). */
 typedef void (*SpJsonCheck) (const SpJson *node, const char *field);
-extern void CheckRunErrorJson(const SpJson *node, const char *field);
-extern void CheckObjectJson(const SpJson *node, const char *field);
-extern void CheckArrayJson(const SpJson *node, const char *field);
+extern void SpCheckRunErrorJson(const SpJson *node, const char *field);
+extern void SpCheckObjectJson(const SpJson *node, const char *field);
+extern void SpCheckArrayJson(const SpJson *node, const char *field);
 
 /* ---- SPI helpers (spi_util.c) ---- */
 #define SP_MAX_ARGS 16
@@ -327,7 +254,7 @@ typedef struct SpRecord
 #define SP_RECORD(fields) {(fields), lengthof(fields)}
 
 extern int	SpColumn(const char *name);
-extern void CheckRecordMembers(const SpJson *obj, const SpRecord *record, SpJson **out,
+extern void SpCheckRecordMembers(const SpJson *obj, const SpRecord *record, SpJson **out,
 							   const char *what);
 extern void SpAppendRecord(StringInfo buf, int row, const SpRecord *record);
 
@@ -348,7 +275,7 @@ SpLookupJson(FunctionCallInfo fcinfo, SpQuery *q, const char *argname, SpRowWrit
 	SpArgs		args;
 
 	SpArgsInit(&args);
-	SpArgText(&args, CheckIdArg(fcinfo, 0, argname, SP_ID_MAX_BYTES));
+	SpArgText(&args, SpCheckIdArg(fcinfo, 0, argname, SP_ID_MAX_BYTES, SP_CHECK_PLAIN));
 	return SpReadJson(fcinfo, q, &args, writer, single);
 }
 

@@ -66,8 +66,8 @@ ThreadMoveCheck(const char *thread_id)
 	SpArgText(&args, thread_id);
 	if (SpExec(&guard_mark, &args, false, 1) == 0)
 		return;
-	state = SpGetText(0, 1);
-	peer = SpGetText(0, 2);
+	state = SpGetText(0, SpColumn("state"));
+	peer = SpGetText(0, SpColumn("peer_shard"));
 	ereport(ERROR,
 			(errcode_sp(SP_THREAD_MOVING),
 			 errmsg("thread is moving to another shard"),

@@ -382,28 +382,28 @@ SpIsContentKey(const char *key, const char *prefix)
 
 /* Read a required integral number within +/-(2^53 - 1) and >= minval (plain stores). */
 int64
-CheckIntJson(const SpJson *node, const char *field, int64 minval)
+SpCheckIntJson(const SpJson *node, const char *field, int64 minval)
 {
 	int64		v = 0;
 
 	SpCheckPresentKind(node, field, SPJ_NUMBER, "a number", SP_CHECK_PLAIN);
 	switch (SpJsonGetInt(node, &v))
 	{
-		case SPI_NOT_INTEGRAL:
+		case SP_INT_NOT_INTEGRAL:
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("%s must be an integer", field),
 					 errdetail("The value %.*s has a fractional part; it is never rounded.",
 							   node->rawlen, node->raw)));
 			break;
-		case SPI_OUT_OF_RANGE:
+		case SP_INT_OUT_OF_RANGE:
 			ereport(ERROR,
 					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 					 errmsg("%s is out of range", field),
 					 errdetail("The value %.*s is beyond +/-(2^53 - 1).",
 							   node->rawlen, node->raw)));
 			break;
-		case SPI_OK:
+		case SP_INT_OK:
 			break;
 	}
 	if (v < minval)
@@ -423,7 +423,7 @@ CheckIntJson(const SpJson *node, const char *field, int64 minval)
  * that default is "no limit".
  */
 int64
-CheckRowLimitArg(FunctionCallInfo fcinfo, int argno, const char *name, int64 dflt)
+SpCheckRowLimitArg(FunctionCallInfo fcinfo, int argno, const char *name, int64 dflt)
 {
 	int64		limit;
 
@@ -444,7 +444,7 @@ CheckRowLimitArg(FunctionCallInfo fcinfo, int argno, const char *name, int64 dfl
  * NULL when absent; an unknown or repeated key is 22023.
  */
 void
-CheckRecordMembers(const SpJson *obj, const SpRecord *record, SpJson **out, const char *what)
+SpCheckRecordMembers(const SpJson *obj, const SpRecord *record, SpJson **out, const char *what)
 {
 	const char **names = palloc(sizeof(char *) * record->nfields);
 
@@ -457,10 +457,10 @@ CheckRecordMembers(const SpJson *obj, const SpRecord *record, SpJson **out, cons
 
 /* Read a required run status: one of the five RunStatus values. */
 const char *
-CheckRunStatusJson(const SpJson *node, const char *field)
+SpCheckRunStatusJson(const SpJson *node, const char *field)
 {
 	static const char *const statuses[] = {SP_RUN_STATUSES};
-	char	   *s = CheckStringJson(node, field);
+	char	   *s = SpCheckStringJson(node, field, true, -1, SP_CHECK_PLAIN);
 
 	for (int i = 0; i < lengthof(statuses); i++)
 		if (strcmp(s, statuses[i]) == 0)
@@ -474,7 +474,7 @@ CheckRunStatusJson(const SpJson *node, const char *field)
 
 /* Check a run error: an object {message: string, code?: string} and nothing else. */
 void
-CheckRunErrorJson(const SpJson *node, const char *field)
+SpCheckRunErrorJson(const SpJson *node, const char *field)
 {
 	static const char *const names[] = {"message", "code"};
 	SpJson	   *m[2];
@@ -495,14 +495,14 @@ CheckRunErrorJson(const SpJson *node, const char *field)
 
 /* Check that a field holds a JSON object (its content stays opaque). */
 void
-CheckObjectJson(const SpJson *node, const char *field)
+SpCheckObjectJson(const SpJson *node, const char *field)
 {
 	SpCheckKindJson(node, field, SPJ_OBJECT, "an object", SP_CHECK_PLAIN);
 }
 
 /* Check that a field holds a JSON array (its elements stay opaque). */
 void
-CheckArrayJson(const SpJson *node, const char *field)
+SpCheckArrayJson(const SpJson *node, const char *field)
 {
 	SpCheckKindJson(node, field, SPJ_ARRAY, "an array", SP_CHECK_PLAIN);
 }
@@ -522,7 +522,7 @@ PatchArgStatus(SpArgs *args, const SpJson *node, const char *what)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("status cannot be cleared"),
 				 errdetail("A %s always has a status; omit the key to leave it unchanged.", what)));
-	SpArgText(args, node ? CheckRunStatusJson(node, "status") : NULL);
+	SpArgText(args, node ? SpCheckRunStatusJson(node, "status") : NULL);
 }
 
 /* A patch's safe integer field. */
@@ -532,7 +532,7 @@ PatchArgInt(SpArgs *args, const SpJson *node, const char *field, int64 minval)
 	if (node == NULL || node->kind == SPJ_NULL)
 		SpArgNull(args);
 	else
-		SpArgInt64(args, CheckIntJson(node, field, minval));
+		SpArgInt64(args, SpCheckIntJson(node, field, minval));
 }
 
 /* A patch's opaque JSON field: shape-checked by check, then stored verbatim. */

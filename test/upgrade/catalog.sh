@@ -5,7 +5,8 @@
 # version, object for object, owner for owner, privilege for privilege?
 #
 # Against the cluster named by PGHOST/PGPORT/PGUSER (a superuser) it creates
-# two databases: one with CREATE EXTENSION sandbox_persist, one with
+# two databases: one with CREATE EXTENSION sandbox_persist (the full script
+# make builds from sql/sandbox_persist.sql: checked, see below), one with
 # CREATE EXTENSION sandbox_persist VERSION $FROM, every store filled
 # (test/backup/populate.sql, as an application role given the store functions
 # by grant_app_role) and then ALTER EXTENSION sandbox_persist UPDATE. The
@@ -19,12 +20,14 @@
 #  2. pg_dump --schema-only --binary-upgrade, which writes out every member of
 #     the extension (tables, columns, constraints, indexes, views, functions,
 #     comments, owners, initial privileges), normalised only for physical
-#     identifiers (OIDs, relfilenodes, frozen transaction ids, column LSNs)
-#     and for the sequence positions it writes too (data: one database is
-#     populated).
+#     identifiers (OIDs, relfilenodes, frozen transaction ids, column LSNs,
+#     dropped columns, stored defaults of added columns) and for the sequence
+#     positions it writes too (data: one database is populated).
 #  3. catalog.sql: every member's owner, ACL, initial privileges, proconfig,
 #     SECURITY DEFINER, definition, columns, constraints, indexes; the
 #     schema's; the tables and sequences registered for pg_dump.
+#  4. (init_privs.sh, IP1-IP4) the initial privileges of both leave nothing
+#     stale after pg_dump/pg_restore, DROP EXTENSION and DROP SCHEMA.
 #
 # Prints one closing line
 #   summary: upgrade catalogs: fresh <v> and <from> updated: <a> dump lines, <b> binary-upgrade dump lines, <c> catalog facts compared, <d> differences
@@ -33,6 +36,8 @@ set -euo pipefail
 # shellcheck disable=SC1091
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib/stores.sh"
+# shellcheck disable=SC1091
+. "$HERE/release_lib.sh"
 FROM=${UPGRADE_FROM:-0.1.0}
 FRESH=sandbox_persist_catalog_fresh
 UPGRADED=sandbox_persist_catalog_upgraded
@@ -43,7 +48,8 @@ T0=$(( $(date +%s) * 1000 ))
 
 drop_all() {
     psql_su -c "DROP DATABASE IF EXISTS $FRESH" -c "DROP DATABASE IF EXISTS $UPGRADED" \
-        -c "DROP ROLE IF EXISTS $APP" >/dev/null 2>&1 || true
+        -c "DROP DATABASE IF EXISTS ${FRESH}_restored" -c "DROP DATABASE IF EXISTS ${UPGRADED}_restored" \
+        -c "DROP DATABASE IF EXISTS sandbox_persist_catalog_sv" -c "DROP ROLE IF EXISTS $APP" >/dev/null 2>&1 || true
 }
 cleanup() {
     drop_all
@@ -62,19 +68,101 @@ create_db "$UPGRADED" || fail "could not create $UPGRADED"
 psql_su -c "CREATE ROLE $APP NOLOGIN" || fail "could not create the application role"
 psql -X -q -v ON_ERROR_STOP=1 -d "$FRESH" -c "CREATE EXTENSION sandbox_persist" \
     || fail "CREATE EXTENSION failed"
+# $FROM's own library writes its schema when the current one refuses it
+# (release_lib.sh: only into the private copy of the install run.sh makes).
+old_lib=0
+if release_lib_needed "$FROM"; then
+    release_lib_use "$FROM" || fail "the library of $FROM could not be built"
+    old_lib=1
+fi
 psql -X -q -v ON_ERROR_STOP=1 -d "$UPGRADED" -c "CREATE EXTENSION sandbox_persist VERSION '$FROM'" \
     || fail "CREATE EXTENSION ... VERSION '$FROM' failed"
 psql -X -q -d "$UPGRADED" -v t0="$T0" -v app="$APP" -f "$STORES/populate.sql" >"$WORK/populate.out" 2>&1 \
     || { cat "$WORK/populate.out"; fail "populating the $FROM database failed"; }
+if [ "$old_lib" = 1 ]; then release_lib_current || fail "the current library could not be put back in the private copy"; fi
+
+# SV1/SV2 (docs/architecture.md, "Stable C symbols"): before the update, the
+# current library refuses what needs a newer layout than $FROM's with 55000
+# and the hint to update (SV1), and serves a schema that has it (SV2).
+# sv_probe TAG: SQL that calls checkpoint_get and prints "TAG: served" or
+# "TAG: <sqlstate> <message> / <hint>".
+sv_probe() {
+    cat <<SQL
+DO \$\$
+DECLARE st text; msg text; hint text;
+BEGIN
+    PERFORM sandbox_persist.checkpoint_get('sv-probe');
+    RAISE NOTICE '$1: served';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT;
+    RAISE NOTICE '$1: % % / %', st, msg, hint;
+END
+\$\$;
+SQL
+}
+REFUSED="55000 the sandbox_persist schema of this database is older than its library / Run ALTER EXTENSION sandbox_persist UPDATE."
+sv=$(sv_probe sv | psql -X -A -t -d "$UPGRADED" 2>&1)
+if [ "$old_lib" = 1 ]; then
+    grep -qF "sv: $REFUSED" <<<"$sv" \
+        || fail "SV1 checkpoint_get on a $FROM schema with the current library: $sv"
+    echo "ok SV1 the current library refuses checkpoint_get on a $FROM schema: 55000, hint ALTER EXTENSION sandbox_persist UPDATE"
+    # SV3/SV4: a backend remembers that the schema was new enough
+    # (schema_version.c), and forgets it when the schema goes back to $FROM
+    # by DROP and CREATE EXTENSION, in another backend (SV3) or its own (SV4);
+    # after ALTER EXTENSION UPDATE it is served again at once.
+    SV=sandbox_persist_catalog_sv
+    psql_su -c "DROP DATABASE IF EXISTS $SV" >/dev/null 2>&1 || true
+    create_db "$SV" || fail "could not create $SV"
+    recreate="DROP EXTENSION sandbox_persist; DROP SCHEMA IF EXISTS sandbox_persist; CREATE EXTENSION sandbox_persist VERSION '$FROM';"
+    sv=$( { psql -X -q -d "$SV" -c "CREATE EXTENSION sandbox_persist" >/dev/null
+            sv_probe sv_current
+            echo "\\! psql -X -q -d $SV -c \"$recreate\""
+            sv_probe sv3
+            echo "ALTER EXTENSION sandbox_persist UPDATE;"
+            sv_probe sv_updated
+            echo "$recreate"
+            sv_probe sv4; } | psql -X -A -t -d "$SV" 2>&1)
+    psql_su -c "DROP DATABASE IF EXISTS $SV" >/dev/null 2>&1 || true
+    grep -qF "sv_current: served" <<<"$sv" && grep -qF "sv3: $REFUSED" <<<"$sv" \
+        || fail "SV3 a backend that served the current schema, after another dropped it and created $FROM: $sv"
+    echo "ok SV3 a backend that served the current schema refuses once another backend recreated it at $FROM"
+    grep -qF "sv_updated: served" <<<"$sv" && grep -qF "sv4: $REFUSED" <<<"$sv" \
+        || fail "SV4 a backend that served the updated schema, after it dropped it and created $FROM itself: $sv"
+    echo "ok SV4 after ALTER EXTENSION UPDATE the same backend serves at once, and refuses again after its own DROP and CREATE EXTENSION VERSION '$FROM'"
+else
+    grep -qF "sv: served" <<<"$sv" || fail "SV2 checkpoint_get on a $FROM schema with the current library: $sv"
+    echo "ok SV2 the current library serves checkpoint_get on a $FROM schema (the layout it needs)"
+fi
 psql -X -q -v ON_ERROR_STOP=1 -d "$UPGRADED" -c "ALTER EXTENSION sandbox_persist UPDATE" \
     -c "SELECT sandbox_persist.revoke_app_role('$APP')" -c "DROP OWNED BY $APP" || fail "ALTER EXTENSION sandbox_persist UPDATE failed"
 version=$(ext_version "$FRESH")
+# The fresh install ran the full script built from sql/sandbox_persist.sql
+# (CREATE EXTENSION prefers a version's own script to any upgrade path): the
+# installed script is make's output, and the fresh catalog holds none of the
+# upgrade path's traces (0.3.0 dropped two columns of checkpoints).
+built=$ROOT/sql/sandbox_persist--$version.sql
+installed=$("${PG_CONFIG:-pg_config}" --sharedir)/extension/sandbox_persist--$version.sql
+[ -f "$built" ] || fail "$built is missing: run make (it is built from sql/sandbox_persist.sql)"
+cmp -s "$built" "$installed" || fail "the installed $installed is not the built $built: run make install"
+[ "$(psql -X -A -t -d "$FRESH" -c "SELECT count(*) FROM pg_catalog.pg_attribute
+       WHERE attrelid = 'sandbox_persist.checkpoints'::regclass AND attisdropped")" = 0 ] \
+    || fail "the fresh install was not made by the built full script (it holds dropped columns)"
 [ "$(ext_version "$UPGRADED")" = "$version" ] \
     || fail "the update reached $(ext_version "$UPGRADED"), a fresh install is $version"
 [ "$(psql -X -A -t -d "$UPGRADED" -c 'SELECT count(*) > 0 FROM sandbox_persist.runs')" = t ] \
     || fail "the upgraded database holds no runs: populating it did not work"
 
 # normalise: only what is physical, never what is logical (see the header).
+# Three physical traces of an upgrade path are dropped too: the placeholders of
+# dropped columns (0.3.0 dropped checkpoints.conversation and .seq; pg_dump 15
+# recreates each in its own block, 17 and later in one UPDATE of
+# pg_attribute followed by the DROP COLUMNs), the stored
+# "missing value" of a column added with a default (ALTER TABLE ... ADD COLUMN
+# ... DEFAULT keeps it for the rows that existed), and the conditions array of
+# the registered tables, whose length counts the sequence of the dropped
+# checkpoints.seq (still in extconfig, no longer a relation); catalog.sql
+# compares each registered table's condition by name, and the columns' order
+# by their position among the live ones.
 normalise() {
     sed -E \
         -e "s/(binary_upgrade_set_next_[a-z_]+)\('[^']*'/\1('<id>'/" \
@@ -82,7 +170,13 @@ normalise() {
         -e "s/^SET relfrozenxid = '[0-9]+', relminmxid = '[0-9]+'$/SET relfrozenxid = '<xid>', relminmxid = '<mxid>'/" \
         -e "s/^WHERE oid = '[0-9]+';$/WHERE oid = '<toast oid>';/" \
         -e "s/^(SELECT pg_catalog.setval\('[^']*', )[0-9]+, (true|false)\);$/\1<position>);/" \
-        -e "s/(binary_upgrade_create_empty_extension\('sandbox_persist', '[^']*', (true|false), '[^']*', )'\{[0-9,]*\}'/\1'<oids of the registered tables>'/"
+        -e "s/(binary_upgrade_create_empty_extension\('sandbox_persist', '[^']*', (true|false), '[^']*', )'\{[0-9,]*\}', '\{[^}]*\}'/\1'<oids of the registered tables>', '<their conditions>'/" \
+        -e '/^-- For binary upgrade, recreate dropped column\.$/,/ DROP COLUMN "\.+pg\.dropped\.[0-9]+\.+";$/d' \
+        -e '/^-- For binary upgrade, recreate dropped columns\.$/,/^  AND attname = v\.dname;$/d' \
+        -e '/^ALTER TABLE ONLY [a-z_.]+ DROP COLUMN "\.+pg\.dropped\.[0-9]+\.+";$/d' \
+        -e '/^    "\.+pg\.dropped\.[0-9]+\.+" INTEGER \/\* dummy \*\/,$/d' \
+        -e '/^-- set missing value\.$/,/binary_upgrade_set_missing_value\(/d' |
+        cat -s
 }
 errors=0
 for db in "$FRESH" "$UPGRADED"; do
@@ -119,7 +213,17 @@ grep -q 'CREATE FUNCTION sandbox_persist._harden()' "$WORK/binary.$FRESH.sql" ||
 [ "$c" -gt 1000 ] || { errors=$((errors + 1)); echo "catalog.sql gave only $c facts" >&2; }
 differences=$((d1 + d2 + d3 + stray))
 
+# IP1-IP4 (init_privs.sh): the initial privileges _harden() writes leave
+# nothing stale after a dump and restore or DROP EXTENSION, in both databases.
+# shellcheck disable=SC1091
+. "$HERE/init_privs.sh"
+ip_failures=0
+for db in "$FRESH" "$UPGRADED"; do
+    init_privs_check "$db" "$APP" || ip_failures=$((ip_failures + $?))
+done
+errors=$((errors + ip_failures))
+
 elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
 echo "upgrade catalogs: $d1 + $d2 + $d3 differing lines, $stray stray GRANT/REVOKE, $errors errors, ${elapsed} ms"
-echo "summary: upgrade catalogs: fresh $version and $FROM updated: $a dump lines, $b binary-upgrade dump lines, $c catalog facts compared, $differences differences"
+echo "summary: upgrade catalogs: fresh $version and $FROM updated: $a dump lines, $b binary-upgrade dump lines, $c catalog facts compared, $differences differences; initial privileges (IP1-IP4, dump/restore and DROP EXTENSION): $ip_failures failures"
 [ "$differences" -eq 0 ] && [ "$errors" -eq 0 ]

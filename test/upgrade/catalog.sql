@@ -84,7 +84,10 @@ facts(obj, prop, val) AS (
         AS x(prop, val)
      WHERE x.val IS NOT NULL
     UNION ALL
-    SELECT m.obj, 'column ' || a.attnum || ' ' || a.attname,
+    SELECT m.obj, 'column ' || (SELECT count(*) FROM pg_catalog.pg_attribute l
+                                  WHERE l.attrelid = a.attrelid AND l.attnum > 0
+                                    AND NOT l.attisdropped AND l.attnum <= a.attnum)
+                  || ' ' || a.attname,
            concat_ws(' ', pg_catalog.format_type(a.atttypid, a.atttypmod),
                      CASE WHEN a.attcollation <> 0 THEN 'collate ' || a.attcollation::regcollation END,
                      CASE WHEN a.attnotnull THEN 'not null' END,

@@ -38,6 +38,8 @@ set -euo pipefail
 # shellcheck disable=SC1091
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib/stores.sh"
+# shellcheck disable=SC1091
+. "$HERE/release_lib.sh"
 DB=${PGDATABASE:-postgres}
 FROM=${UPGRADE_FROM:-0.1.0}
 RUN_PGTAP=${UPGRADE_PGTAP:-1}
@@ -71,31 +73,40 @@ psql_su -c "DROP DATABASE IF EXISTS $FRESH" -c "DROP ROLE IF EXISTS $APP" >/dev/
     || fail "a role $APP from an earlier run still holds privileges; drop it"
 psql_su -c "CREATE ROLE $APP NOLOGIN" || fail "could not create the application role"
 
-# 1. $FROM in the default database, the default version in a new one.
+# 1. $FROM in the default database, written and read by $FROM's own library
+# when the current one refuses its schema (release_lib.sh: only into the
+# private copy of the install run.sh makes); the default version in a new one.
+if release_lib_needed "$FROM"; then release_lib_use "$FROM" || fail "the library of $FROM could not be built"; fi
 PGOPTIONS='-c client_min_messages=warning' psql_su -c "CREATE EXTENSION IF NOT EXISTS pg_cron" -c "CREATE EXTENSION IF NOT EXISTS pgtap" \
     -c "ALTER DATABASE $DB SET sandbox_persist.allow_client_clock = on" \
     -c "ALTER DATABASE $DB SET sandbox_persist.allow_test_reset = on" \
     -c "DROP EXTENSION IF EXISTS sandbox_persist" -c "DROP SCHEMA IF EXISTS sandbox_persist" \
     -c "CREATE EXTENSION sandbox_persist VERSION '$FROM'" || fail "installing $FROM failed"
 [ "$(ext_version "$DB")" = "$FROM" ] || fail "CREATE EXTENSION ... VERSION '$FROM' installed $(ext_version "$DB")"
-create_db "$FRESH" || fail "could not create $FRESH"
-psql -X -q -v ON_ERROR_STOP=1 -d "$FRESH" -c "CREATE EXTENSION sandbox_persist" || fail "CREATE EXTENSION failed"
-target=$(default_version)
-[ "$(ext_version "$FRESH")" = "$target" ] || fail "CREATE EXTENSION installed $(ext_version "$FRESH"), not $target"
 
-# 2. The same records in both.
-for db in "$DB" "$FRESH"; do
-    psql -X -q -d "$db" -v t0="$T0" -v app="$APP" -f "$STORES/populate.sql" >"$WORK/populate.$db.out" 2>&1 \
-        || { cat "$WORK/populate.$db.out"; fail "populating $db failed"; }
-done
-
+# populate DB: the records of every store.
+populate() {
+    psql -X -q -d "$1" -v t0="$T0" -v app="$APP" -f "$STORES/populate.sql" >"$WORK/populate.$1.out" 2>&1 \
+        || { cat "$WORK/populate.$1.out"; fail "populating $1 failed"; }
+}
 # read NAME DB: every store read and the application role's grants, errors apart.
 read_all() {
     { psql -X -d "$2" -v t0="$T0" -v app="$APP" -f "$STORES/reads.sql"
       psql -X -d "$2" -v app="$APP" -f "$HERE/grants.sql"; } >"$WORK/$1.out" 2>"$WORK/$1.err" || true
 }
-# 3. Read, update, read.
+# 2. The records at $FROM, read before the update.
+populate "$DB"
 read_all before "$DB"
+if release_lib_needed "$FROM"; then release_lib_current || fail "the current library could not be put back in the private copy"; fi
+
+# The same records in a fresh install of the default version.
+create_db "$FRESH" || fail "could not create $FRESH"
+psql -X -q -v ON_ERROR_STOP=1 -d "$FRESH" -c "CREATE EXTENSION sandbox_persist" || fail "CREATE EXTENSION failed"
+target=$(default_version)
+[ "$(ext_version "$FRESH")" = "$target" ] || fail "CREATE EXTENSION installed $(ext_version "$FRESH"), not $target"
+populate "$FRESH"
+
+# 3. Update, read.
 # The fences granted before the update, for the T19 checks after it.
 thread_fences=$(psql_su -At -c "SELECT coalesce(json_object_agg(thread_id, fence), '{}') FROM sandbox_persist.checkpoint_threads")
 lock_seq=$(psql_su -At -c "SELECT last_value FROM sandbox_persist.lock_fences")
@@ -140,9 +151,11 @@ read_all fresh_after_writes "$FRESH"
 # identity value of conversation_messages per message passed, since then per
 # new message, so that sequence's position differs by history too; and the
 # overview shows the last maintain() summary, which lacks A11's two counts
-# when it was recorded before the update.
+# when it was recorded before the update, and logsProducerLost when 0.1.0's
+# own library recorded it (release_lib.sh).
 mask() {
     sed -E -e 's/"ownerToken" *: *"[0-9a-f-]{36}"/"ownerToken":"<token>"/g' \
+           -e 's/,"logsProducerLost":[0-9]+,/,/g' \
            -e 's/^(R\tcatalog\tsequence conversation_messages_message_id_seq\t).*/\1<position>/' \
            -e 's/,"conversationPositionsDeleted":[0-9]+,"conversationMessagesDeleted":[0-9]+\}/}/g' "$1" \
         | grep -Pv '^R\tcatalog\tschema\t' || true

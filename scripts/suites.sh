@@ -25,9 +25,10 @@ run_suite() {
 }
 
 # run_suite_background NAME COMMAND...: start a suite that spends its time
-# waiting on something outside the run (pg_cron's next minute) and needs no
-# CPU meanwhile, beside the suites that follow; suites_close collects it. It
-# must use its own cluster and port, as cron_unreachable does.
+# waiting on something outside the run (pg_cron's next minute, a promotion)
+# and needs little CPU meanwhile, beside the suites that follow; suites_close
+# collects it. It must use its own clusters and ports and nothing a later
+# suite rewrites (node_modules), as cron_unreachable and timeline_loss do.
 run_suite_background() {
     local name=$1 out
     shift

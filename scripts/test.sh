@@ -89,9 +89,14 @@ pgtap() {
 # chosen NAME: is suite NAME among SANDBOX_PERSIST_SUITES?
 chosen() { [[ "$SUITES" == *" $1 "* ]]; }
 
-# First, and beside the rest: it waits two of pg_cron's minutes on a cluster of its own.
+# First, and beside the rest, on clusters of their own: cron_unreachable waits two
+# of pg_cron's minutes; timeline_loss mostly waits for a standby and a promotion
+# (it needs no Node module, so nothing the later suites reinstall).
 chosen cron_unreachable && run_suite_background "maintenance pg_cron cannot run is reported (own cluster, pg_hba)" \
     bash test/scripts/cron_unreachable.sh
+chosen timeline_loss && run_suite_background "lost-commit failover: primary, async standby, kill -9, promote" \
+    env SP_HA_PRIMARY_PORT=$((${SANDBOX_PERSIST_SHARDS_PORT:-54351} + 31)) SP_HA_STANDBY_PORT=$((${SANDBOX_PERSIST_SHARDS_PORT:-54351} + 32)) \
+    bash test/ha/timeline_loss.sh
 chosen regress && run_suite "pg_regress and isolation specs" regress
 chosen pgtap && run_suite "pgTAP suites" pgtap
 chosen node && run_suite "Node adapter (clients/node)" bash clients/node/test.sh
@@ -104,9 +109,6 @@ chosen broken_build && run_suite "a broken build fails make test" bash test/scri
 chosen stands_alone && run_suite "the repository stands alone" bash test/scripts/stands_alone.sh
 chosen vocabulary && run_suite "one vocabulary: C, SQL, Node, docs" bash test/scripts/vocabulary.sh
 chosen shards && run_suite "router and two shards (PL/Proxy, loopback)" bash test/shards/run.sh
-chosen timeline_loss && run_suite "lost-commit failover: primary, async standby, kill -9, promote" \
-    env SP_HA_PRIMARY_PORT=$((${SANDBOX_PERSIST_SHARDS_PORT:-54351} + 31)) SP_HA_STANDBY_PORT=$((${SANDBOX_PERSIST_SHARDS_PORT:-54351} + 32)) \
-    bash test/ha/timeline_loss.sh
 chosen conformance && run_suite "scripts/conformance.sh against an installed database" bash test/conformance/run.sh
 chosen dist && run_suite "PGXN META.json and make dist" bash test/dist/run.sh
 chosen packaging && run_suite "Debian package in a clean chroot" bash test/packaging/run.sh

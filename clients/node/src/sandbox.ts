@@ -78,8 +78,13 @@ function checkpointParts(checkpoint: unknown): { header: unknown; conversation: 
  * digest) that the server checks against the parent's stored conversation. A
  * refused claim (SP016) is answered by sending the whole conversation.
  *
- * - `'verified'` (the default): every message is serialized and compared
- *   with the text last appended at its place; only the tail is hashed and sent.
+ * - `'verified'` (the default): every message is compared, member by member,
+ *   with a copy of its JSON value taken when it was appended (strings are
+ *   shared, so an unchanged message costs a walk of its members, not a
+ *   serialization); a message that is not plain JSON data (a `toJSON`, a
+ *   class instance, an `undefined` member) is serialized and compared as
+ *   text. A message changed in place is seen; only the tail is serialized,
+ *   hashed and sent.
  * - `'identity'`: a message is taken as unchanged when it is the same object
  *   as the one last appended at its place, so the prefix costs nothing on
  *   the client. Only for callers that never change a message object in place
@@ -102,12 +107,10 @@ interface LastAppend {
   ownerToken: unknown
   fence: unknown
   len: number
-  /** The conversation's digest (docs/contract/checkpoint-store.md §6), computed when first needed. */
-  digest: Buffer | undefined
-  /** The messages' JSON texts ('verified', or until the digest is computed). */
-  texts: Array<string> | undefined
-  /** The message objects ('identity'). */
-  objects: Array<unknown> | undefined
+  /** The conversation's digest (docs/contract/checkpoint-store.md §6). */
+  digest: Buffer
+  /** Per message: the object itself ('identity') or its {@link Appended} form ('verified'). */
+  prior: Array<unknown>
 }
 
 /** The JSON text of one conversation message, as JSON.stringify writes it inside the array. */
@@ -115,11 +118,82 @@ function messageText(message: unknown): string {
   return JSON.stringify(message) ?? 'null'
 }
 
+/** How 'verified' remembers an appended message: a copy of its JSON value, or its text. */
+type Appended = { copy: unknown } | { text: string }
+
+/** Marks a value that is not plain JSON data (its JSON text is not a function of its members alone). */
+const NOT_PLAIN = Symbol('not plain JSON data')
+
+/**
+ * A copy of a plain JSON value (objects with Object.prototype or no
+ * prototype and no toJSON, arrays without holes, strings, booleans, null,
+ * finite numbers), or NOT_PLAIN. Two values with equal copies
+ * ({@link sameJson}) have the same JSON.stringify text.
+ */
+function plainCopy(input: unknown): unknown {
+  if (input === null || typeof input === 'string' || typeof input === 'boolean') return input
+  if (typeof input === 'number') return Number.isFinite(input) ? input : NOT_PLAIN
+  if (typeof input !== 'object') return NOT_PLAIN
+  if (Array.isArray(input)) {
+    const out = new Array<unknown>(input.length)
+    for (let i = 0; i < input.length; i++) {
+      if (!(i in input)) return NOT_PLAIN
+      const c = plainCopy(input[i])
+      if (c === NOT_PLAIN) return NOT_PLAIN
+      out[i] = c
+    }
+    return out
+  }
+  const proto = Object.getPrototypeOf(input)
+  if ((proto !== Object.prototype && proto !== null) || 'toJSON' in input) return NOT_PLAIN
+  const out: Record<string, unknown> = {}
+  for (const key of Object.keys(input)) {
+    const c = plainCopy((input as Record<string, unknown>)[key])
+    if (c === NOT_PLAIN) return NOT_PLAIN
+    out[key] = c
+  }
+  return out
+}
+
+/** Whether input is plain JSON data equal to copy: the same members, in the same order. */
+function sameJson(copy: unknown, input: unknown): boolean {
+  if (copy === null || typeof copy !== 'object') return copy === input
+  if (typeof input !== 'object' || input === null) return false
+  if (Array.isArray(copy)) {
+    if (!Array.isArray(input) || input.length !== copy.length) return false
+    for (let i = 0; i < copy.length; i++) if (!(i in input) || !sameJson(copy[i], input[i])) return false
+    return true
+  }
+  if (Array.isArray(input)) return false
+  const proto = Object.getPrototypeOf(input)
+  if ((proto !== Object.prototype && proto !== null) || 'toJSON' in input) return false
+  const keys = Object.keys(copy)
+  const inputKeys = Object.keys(input)
+  if (keys.length !== inputKeys.length) return false
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i] as string
+    if (inputKeys[i] !== key) return false
+    if (!sameJson((copy as Record<string, unknown>)[key], (input as Record<string, unknown>)[key])) return false
+  }
+  return true
+}
+
+/** The 'verified' memory of an appended message whose text is given. */
+function appended(message: unknown, text: string): Appended {
+  const copy = plainCopy(message)
+  return copy === NOT_PLAIN ? { text } : { copy }
+}
+
+/** Whether a message is still the one 'verified' remembered. */
+function unchanged(prior: Appended, message: unknown): boolean {
+  return 'copy' in prior ? sameJson(prior.copy, message) : messageText(message) === prior.text
+}
+
 /** Extend a conversation digest (d = sha256(d || sha256(text))) by the given messages. */
-function chainDigest(digest: Buffer, texts: ReadonlyArray<string>, from = 0): Buffer {
+function chainDigest(digest: Buffer, texts: ReadonlyArray<string>): Buffer {
   let d = digest
-  for (let i = from; i < texts.length; i++) {
-    const h = createHash('sha256').update(texts[i] as string, 'utf8').digest()
+  for (const text of texts) {
+    const h = createHash('sha256').update(text, 'utf8').digest()
     d = createHash('sha256').update(d).update(h).digest()
   }
   return d
@@ -176,45 +250,52 @@ export function postgresCheckpoints(
   }
   const lastAppends = new Map<string, LastAppend>()
 
-  /** The messages' texts when the first last.len of them are the ones last appended, else undefined. */
-  const samePrefix = (last: LastAppend, messages: ReadonlyArray<unknown>): Array<string> | undefined => {
-    if (deltaMode === 'identity' && last.objects !== undefined) {
-      for (let i = 0; i < last.len; i++) if (messages[i] !== last.objects[i]) return undefined
-      const texts = new Array<string>(messages.length)
-      for (let i = last.len; i < messages.length; i++) texts[i] = messageText(messages[i])
-      return texts
+  /** Whether the first last.len messages are the ones last appended. */
+  const samePrefix = (last: LastAppend, messages: ReadonlyArray<unknown>): boolean => {
+    for (let i = 0; i < last.len; i++) {
+      const prior = last.prior[i]
+      if (deltaMode === 'identity' ? messages[i] !== prior : !unchanged(prior as Appended, messages[i])) return false
     }
-    if (last.texts === undefined) return undefined
-    const texts = Array.from(messages, messageText)
-    for (let i = 0; i < last.len; i++) if (texts[i] !== last.texts[i]) return undefined
-    return texts
+    return true
   }
 
-  /** Remember a successful append for the thread's next one (the oldest thread is forgotten first). */
+  /**
+   * What the store remembers of messages[from..] (texts: their JSON texts),
+   * taken before the call that sends them: a message changed in place while
+   * the call is in flight is then seen as changed on the next append.
+   */
+  const priorsOf = (messages: ReadonlyArray<unknown>, texts: ReadonlyArray<string>, from: number): Array<unknown> =>
+    texts.map((text, i) => (deltaMode === 'identity' ? messages[from + i] : appended(messages[from + i], text)))
+
+  /**
+   * Remember a successful append for the thread's next one (the oldest thread
+   * is forgotten first): texts and priors are those of messages[base.len..],
+   * base the last append this one extended (undefined: the whole conversation).
+   */
   const remember = (
     threadId: string,
     headId: string,
     writer: Record<string, unknown>,
-    messages: ReadonlyArray<unknown>,
-    texts: Array<string>,
-    digest: Buffer | undefined,
+    len: number,
+    texts: ReadonlyArray<string>,
+    priors: ReadonlyArray<unknown>,
+    base: LastAppend | undefined,
   ): void => {
+    const prior = base?.prior ?? []
+    prior.length = base?.len ?? 0
+    for (const p of priors) prior.push(p)
     lastAppends.delete(threadId)
     if (lastAppends.size >= DELTA_THREADS) {
       const oldest = lastAppends.keys().next()
       if (!oldest.done) lastAppends.delete(oldest.value)
     }
-    const identity = deltaMode === 'identity'
-    // 'identity' keeps the objects and drops the texts once the digest is known.
-    const d = identity && digest === undefined ? chainDigest(EMPTY_DIGEST, texts) : digest
     lastAppends.set(threadId, {
       headId,
       ownerToken: writer.ownerToken,
       fence: writer.fence,
-      len: messages.length,
-      digest: d,
-      texts: identity ? undefined : texts,
-      objects: identity ? messages.slice() : undefined,
+      len,
+      digest: chainDigest(base?.digest ?? EMPTY_DIGEST, texts),
+      prior,
     })
   }
 
@@ -257,7 +338,6 @@ export function postgresCheckpoints(
       const threadId = header.threadId
       const writer = isPlainObject(source.writer) ? source.writer : {}
       const last = typeof threadId === 'string' ? lastAppends.get(threadId) : undefined
-      let texts: Array<string> | undefined
       if (
         last !== undefined &&
         typeof threadId === 'string' &&
@@ -265,36 +345,34 @@ export function postgresCheckpoints(
         header.parentCheckpointId === last.headId &&
         writer.ownerToken === last.ownerToken &&
         writer.fence === last.fence &&
-        messages.length >= last.len
+        messages.length >= last.len &&
+        samePrefix(last, messages)
       ) {
-        texts = samePrefix(last, messages)
-        if (texts !== undefined) {
-          const tail = texts.slice(last.len)
-          last.digest ??= chainDigest(EMPTY_DIGEST, last.texts ?? [])
-          try {
-            const result = await value<{ headId: string }>(
-              db,
-              `SELECT ${SP}.checkpoint_append_delta($1::json, $2::json, $3::bigint, $4::bytea, $5::bigint) AS r`,
-              [json(payload), `[${tail.join(',')}]`, last.len, last.digest, clockValue(now)],
-            )
-            remember(threadId, result.headId, writer, messages, texts, chainDigest(last.digest, tail))
-            return result
-          } catch (error) {
-            lastAppends.delete(threadId)
-            // A false claim: the server holds another conversation for the parent; send it whole.
-            if (!(error instanceof SandboxCheckpointError && error.code === 'SANDBOX_SNAPSHOT_PREFIX_MISMATCH')) throw error
-            if (deltaMode === 'identity') texts = undefined // only the tail was serialized
-          }
+        const tail = messages.slice(last.len).map(messageText)
+        const priors = priorsOf(messages, tail, last.len)
+        try {
+          const result = await value<{ headId: string }>(
+            db,
+            `SELECT ${SP}.checkpoint_append_delta($1::json, $2::json, $3::bigint, $4::bytea, $5::bigint) AS r`,
+            [json(payload), `[${tail.join(',')}]`, last.len, last.digest, clockValue(now)],
+          )
+          remember(threadId, result.headId, writer, messages.length, tail, priors, last)
+          return result
+        } catch (error) {
+          lastAppends.delete(threadId)
+          // A false claim: the server holds another conversation for the parent; send it whole.
+          if (!(error instanceof SandboxCheckpointError && error.code === 'SANDBOX_SNAPSHOT_PREFIX_MISMATCH')) throw error
         }
       }
-      texts ??= Array.from(messages, messageText)
+      const texts = Array.from(messages, messageText)
+      const priors = priorsOf(messages, texts, 0)
       if (typeof threadId === 'string') lastAppends.delete(threadId)
       const result = await value<{ headId: string }>(db, `SELECT ${SP}.checkpoint_append($1::json, $2::json, $3::bigint) AS r`, [
         json(payload),
         `[${texts.join(',')}]`,
         clockValue(now),
       ])
-      if (typeof threadId === 'string') remember(threadId, result.headId, writer, messages, texts, undefined)
+      if (typeof threadId === 'string') remember(threadId, result.headId, writer, messages.length, texts, priors, undefined)
       return result
     },
 

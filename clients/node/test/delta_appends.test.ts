@@ -1,6 +1,6 @@
 /**
  * Delta appends through the adapter (docs/contract/checkpoint-store.md §3.1,
- * cases CD8-CD12): the store sends only the new messages when the
+ * cases CD8-CD15): the store sends only the new messages when the
  * conversation extends its last append on the thread, falls back to the
  * whole conversation when the server refuses the claim (SP016), and the
  * stored result equals the whole form's.
@@ -17,12 +17,18 @@ beforeEach(async () => {
 })
 
 /** A pool whose statements are recorded by the function they call. */
-function recordingPool(): { db: { query: pg.Pool['query'] }; calls: Array<{ fn: string; values: unknown[] }> } {
+function recordingPool(onCall?: (fn: string) => void): {
+  db: { query: pg.Pool['query'] }
+  calls: Array<{ fn: string; values: unknown[] }>
+} {
   const calls: Array<{ fn: string; values: unknown[] }> = []
   const db = {
     query: ((text: unknown, values?: unknown) => {
       const m = typeof text === 'string' ? /sandbox_persist\.(checkpoint_append\w*)\(/.exec(text) : null
-      if (m) calls.push({ fn: m[1] as string, values: values as unknown[] })
+      if (m) {
+        calls.push({ fn: m[1] as string, values: values as unknown[] })
+        onCall?.(m[1] as string)
+      }
       return (pool.query as (...a: unknown[]) => unknown)(text, values)
     }) as pg.Pool['query'],
   }
@@ -168,5 +174,80 @@ describe('delta appends', () => {
     expect((await store.get('c1'))?.conversation).toEqual([message(0), null, null, message(3)])
     await store.append({ checkpoint: checkpoint('c2', 'c1', 't', [...conv, undefined]), expectedHeadId: 'c1', writer: w })
     expect((await store.get('c2'))?.conversation).toEqual([message(0), null, null, message(3), null])
+  })
+  it('CD14 verified mode sees every change made in place, at any depth, and sends the conversation whole', async () => {
+    const { db, calls } = recordingPool()
+    const store = postgresCheckpoints(db)
+    const w = await store.acquireWriter('t')
+    const conv: Array<Record<string, unknown>> = [
+      { role: 'user', parts: [{ type: 'text', content: 'a' }], meta: { n: 1, ok: true, none: null } },
+      { role: 'assistant', parts: [{ type: 'text', content: 'b' }] },
+    ]
+    let head: string | null = null
+    let k = 0
+    /** Append the conversation plus one new message; the name of the function called. */
+    const step = async (): Promise<string> => {
+      conv.push(message(100 + k))
+      k += 1
+      const id = `c${k}`
+      head = (await store.append({ checkpoint: checkpoint(id, head, 't', conv), expectedHeadId: head, writer: w })).headId
+      expect((await store.get(id))?.conversation).toEqual(JSON.parse(JSON.stringify(conv)))
+      return (calls[calls.length - 1] as { fn: string }).fn
+    }
+    expect(await step()).toBe('checkpoint_append')
+    expect(await step()).toBe('checkpoint_append_delta')
+    const changes: Array<() => void> = [
+      () => (((conv[0]?.parts as Array<Record<string, unknown>>)[0] as Record<string, unknown>).content = 'a2'),
+      () => ((conv[0]?.meta as Record<string, unknown>).n = 2),
+      () => ((conv[0]?.meta as Record<string, unknown>).ok = 'true'),
+      () => ((conv[0]?.meta as Record<string, unknown>).none = 0),
+      () => (conv[1] = { parts: conv[1]?.parts, role: conv[1]?.role }), // the same members in another order
+      () => (conv[0]?.parts as unknown[]).push({ type: 'text', content: '' }),
+      () => ((conv[0]?.meta as Record<string, unknown>).gone = undefined), // JSON drops it: the same text, sent whole all the same
+      () => ((conv[0] as Record<string, unknown>).meta = [1, 2]),
+    ]
+    for (const change of changes) {
+      change()
+      expect(await step()).toBe('checkpoint_append')
+      expect(await step()).toBe('checkpoint_append_delta')
+    }
+  })
+
+  it('CD15 verified mode compares what is not plain JSON data by its text, and sees a change made while the append is in flight', async () => {
+    let inFlight: (() => void) | undefined
+    const { db, calls } = recordingPool(() => {
+      inFlight?.()
+      inFlight = undefined
+    })
+    const store = postgresCheckpoints(db)
+    const w = await store.acquireWriter('t')
+    class Note {
+      constructor(public text: string) {}
+    }
+    const at = { toJSON: () => 'fixed' }
+    const conv: unknown[] = [{ at: new Date(0) }, new Note('n'), at, { n: Number.NaN }]
+    await store.append({ checkpoint: checkpoint('c1', null, 't', conv), expectedHeadId: null, writer: w })
+    conv.push(message(1))
+    await store.append({ checkpoint: checkpoint('c2', 'c1', 't', conv), expectedHeadId: 'c1', writer: w })
+    ;(conv[1] as Note).text = 'changed'
+    conv.push(message(2))
+    await store.append({ checkpoint: checkpoint('c3', 'c2', 't', conv), expectedHeadId: 'c2', writer: w })
+    expect(calls.map((c) => c.fn)).toEqual(['checkpoint_append', 'checkpoint_append_delta', 'checkpoint_append'])
+    expect((await store.get('c3'))?.conversation?.slice(0, 4)).toEqual([
+      { at: '1970-01-01T00:00:00.000Z' },
+      { text: 'changed' },
+      'fixed',
+      { n: null },
+    ])
+    // a message changed while its append is in flight: stored as it was sent, and the next append sees the change
+    const last = message(3) as { content: string }
+    conv.push(last)
+    inFlight = () => (last.content = 'changed after sending')
+    await store.append({ checkpoint: checkpoint('c4', 'c3', 't', conv), expectedHeadId: 'c3', writer: w })
+    expect((await store.get('c4'))?.conversation?.[6]).toEqual(message(3))
+    conv.push(message(4))
+    await store.append({ checkpoint: checkpoint('c5', 'c4', 't', conv), expectedHeadId: 'c4', writer: w })
+    expect(calls.map((c) => c.fn).slice(3)).toEqual(['checkpoint_append_delta', 'checkpoint_append'])
+    expect((await store.get('c5'))?.conversation?.[6]).toEqual({ ...message(3), content: 'changed after sending' })
   })
 })

@@ -201,14 +201,10 @@ BlobWriteChunks(int64 version, int64 offset, const char *data, int64 len, int ch
 	for (int64 pos = 0; pos < len; pos += chunk_size)
 	{
 		int			raw = (int) Min((int64) chunk_size, len - pos);
-		char	   *stored;
-		int			stored_len;
-		int			codec = BlobEncodeChunk(data + pos, raw, &stored, &stored_len);
-		bytea	   *b = palloc(VARHDRSZ + stored_len);
+		bytea	   *b;
+		int			codec = BlobEncodeChunk(data + pos, raw, &b);
 		SpArgs		args;
 
-		SET_VARSIZE(b, VARHDRSZ + stored_len);
-		memcpy(VARDATA(b), stored, stored_len);
 		SpArgsInit(&args);
 		SpArgInt64(&args, version);
 		SpArgInt64(&args, offset + pos);
@@ -495,17 +491,13 @@ BlobPublishInline(const char *key, const char *data, int len, const BlobOptions 
 				  int64 now, MemoryContext outer)
 {
 	bool		content_addressed = BlobIsContentAddressed(key);
-	char	   *stored;
-	int			stored_len;
-	int			codec = BlobEncodeChunk(data, len, &stored, &stored_len);
-	bytea	   *b = palloc(VARHDRSZ + stored_len);
+	bytea	   *b;
+	int			codec = BlobEncodeChunk(data, len, &b);
 	SpArgs		args;
 	int64		version = 0;
 	int64		replaced;
 	Datum		record;
 
-	SET_VARSIZE(b, VARHDRSZ + stored_len);
-	memcpy(VARDATA(b), stored, stored_len);
 	SpArgsInit(&args);
 	SpArgText(&args, key);
 	SpArgInt64(&args, len);

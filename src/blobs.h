@@ -56,7 +56,7 @@ typedef struct BlobOptions
 } BlobOptions;
 
 /* zstd_codec.c */
-extern int	BlobEncodeChunk(const char *src, int len, char **out, int *outlen);
+extern int	BlobEncodeChunk(const char *src, int len, bytea **out);
 extern void BlobDecodeZstd(const char *src, int srclen, int raw_length, char *dst);
 
 /* blob_storage.c */

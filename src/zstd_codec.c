@@ -31,31 +31,33 @@ BlobCorrupt(const char *problem)
 }
 
 /*
- * Compress one chunk. Returns the codec; *out points at the bytes to store
- * (a palloc'd buffer, or src itself when raw is smaller or equal).
+ * Compress one chunk straight into a bytea ready to bind. Returns the codec;
+ * *out is a palloc'd bytea holding the zstd frame, or a copy of src when raw
+ * is smaller or equal. Compressing into the bytea's own buffer spares a
+ * second allocation and a copy of the compressed bytes per chunk.
  */
 int
-BlobEncodeChunk(const char *src, int len, char **out, int *outlen)
+BlobEncodeChunk(const char *src, int len, bytea **out)
 {
 	size_t		bound = ZSTD_compressBound(len);
-	char	   *buf;
+	bytea	   *b;
 	size_t		n;
 
 	if (blob_cctx == NULL && (blob_cctx = ZSTD_createCCtx()) == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("could not create a zstd compression context")));
-	buf = palloc(bound);
-	n = ZSTD_compressCCtx(blob_cctx, buf, bound, src, len, sp_zstd_level);
+	b = palloc(VARHDRSZ + Max(bound, (size_t) len));
+	n = ZSTD_compressCCtx(blob_cctx, VARDATA(b), bound, src, len, sp_zstd_level);
 	if (ZSTD_isError(n) || n >= (size_t) len)
 	{
-		pfree(buf);
-		*out = (char *) src;
-		*outlen = len;
+		memcpy(VARDATA(b), src, len);
+		SET_VARSIZE(b, VARHDRSZ + len);
+		*out = b;
 		return BLOB_CODEC_RAW;
 	}
-	*out = buf;
-	*outlen = (int) n;
+	SET_VARSIZE(b, VARHDRSZ + n);
+	*out = b;
 	return BLOB_CODEC_ZSTD;
 }
 

@@ -58,12 +58,36 @@ export interface PostgresDurabilityOptions extends ListenerOptions {
    * then is reported as `shutdown.incomplete`.
    */
   drainTimeoutMs?: number
+  /**
+   * Producer micro-batching, in ms (default 2; 0 turns it off): an append
+   * waits at most this long for appends of other streams of this factory,
+   * then all of them go to the server in one statement, one round trip and
+   * one transaction. It goes at once when every other open stream of the
+   * factory is already waiting (no company can come), when it carries a
+   * terminal chunk (`RUN_FINISHED`, `RUN_ERROR`) and when a stream closes.
+   * Each append still resolves with its own offsets, after its chunks are
+   * committed; a batch that fails is retried append by append, so one
+   * stream's error (a fence, a bad chunk) fails only its own append.
+   */
+  microBatchMs?: number
 }
 
 /** Where a durability adapter comes from: a run id, a request, or an explicit init. */
 export type PostgresDurabilitySource = string | Request | { runId: string; offset?: string | null }
 
+/** One entry of a read: its resume token and chunk. */
+export interface DurableEntry {
+  offset: string
+  chunk: StreamChunk
+}
+
 export interface PostgresStreamDurability extends StreamDurability<string> {
+  /**
+   * `read` by whole pages: each array is one `event_log_read_verified` page
+   * (up to `pageSize` entries), for consumers that hand entries on in bulk.
+   * Same offsets, verification, parking and ending as `read`.
+   */
+  readPages: (offset: string, signal?: AbortSignal) => AsyncIterable<Array<DurableEntry>>
   /** The run this adapter reads and writes (generated for a producer request without one). */
   readonly runId: string
   /** This instance's producer id (one UUID per adapter instance). */
@@ -237,6 +261,13 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
     (n) => Number.isFinite(n) && n >= 0,
     `drainTimeoutMs must be >= 0, got ${options.drainTimeoutMs}.`,
   )
+  const microBatchMs = checkNumberOption(
+    options.microBatchMs ?? 2,
+    'microBatchMs',
+    (n) => Number.isFinite(n) && n >= 0,
+    `microBatchMs must be >= 0, got ${options.microBatchMs}.`,
+  )
+  const batcher = new AppendBatcher(pool, microBatchMs)
   const handle = acquireListener(pool, options)
   const listener = handle.listener
   /** Set by close(): no new adapter, append or park. */
@@ -391,17 +422,19 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
         inFlight.delete(write)
       }
     }
-    const appendRaw = (chunks: ReadonlyArray<unknown>) => {
+    const appendRaw = (chunks: ReadonlyArray<unknown>, batched = false) => {
       producerSeq += 1
-      return value<Array<{ seq: number; digest: string }>>(
-        pool,
-        `SELECT ${SP}.event_log_append($1::text, $2::json, $3::json) AS r`,
-        [runId, json(chunks), JSON.stringify({ producerId, producerSeq, withDigests: true })],
-        // Same producerId/producerSeq: the server returns the same tokens.
-        { retryUnknownOutcome: true },
-      )
+      const part: AppendPart = {
+        runId,
+        chunks: json(chunks),
+        options: JSON.stringify({ producerId, producerSeq, withDigests: true }),
+      }
+      return batched ? batcher.add(part, chunks.some(isTerminal)) : appendOne(pool, part)
     }
-    const closeLog = () => run(pool, `SELECT ${SP}.event_log_close($1::text)`, [runId], { retryUnknownOutcome: true })
+    const closeLog = () => {
+      batcher.flushNow()
+      return run(pool, `SELECT ${SP}.event_log_close($1::text)`, [runId], { retryUnknownOutcome: true })
+    }
     const producer: Producer = {
       runId,
       inFlight,
@@ -414,13 +447,13 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
         )
         // A detached run was handed off (a driver elsewhere may take it over): not ours to end.
         if (record?.detachedSince !== undefined && record.detachedSince !== null) {
-          producers.delete(producer)
+          if (producers.delete(producer)) batcher.streams -= 1
           return
         }
         await appendRaw([chunk])
         await closeLog()
         ended = true
-        producers.delete(producer)
+        if (producers.delete(producer)) batcher.streams -= 1
         if (record !== null && !TERMINAL.has(String(record.status))) {
           await run(pool, `SELECT ${SP}.run_update($1::text, $2::json)`, [
             runId,
@@ -468,8 +501,11 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
         if (closing) throw closedError(ended)
         if (chunks.length === 0) return []
         if (!reportedUndefined) reportedUndefined = reportUndefinedMembers(runId, chunks)
-        producers.add(producer)
-        const tokens = await track(appendRaw(chunks))
+        if (!producers.has(producer)) {
+          producers.add(producer)
+          batcher.streams += 1
+        }
+        const tokens = await track(appendRaw(chunks, true))
         if (!Array.isArray(tokens) || tokens.length !== chunks.length) {
           throw new Error(`event_log_append returned ${Array.isArray(tokens) ? tokens.length : 'no'} sequence numbers for ${chunks.length} chunks.`)
         }
@@ -477,7 +513,11 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
       },
 
       read(offset, signal) {
-        return read(offset, signal)
+        return flatten(readPages(offset, signal), signal)
+      },
+
+      readPages(offset, signal) {
+        return readPages(offset, signal)
       },
 
       async close() {
@@ -486,7 +526,7 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
         if (closing) return
         await track(closeLog())
         ended = true
-        producers.delete(producer)
+        if (producers.delete(producer)) batcher.streams -= 1
       },
 
       async snapshot() {
@@ -496,10 +536,10 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
       },
     }
 
-    async function* read(
+    async function* readPages(
       offset: string,
       signal?: AbortSignal,
-    ): AsyncGenerator<{ offset: string; chunk: StreamChunk }> {
+    ): AsyncGenerator<Array<DurableEntry>> {
       const fromStart = offset === '-1' || offset === 'now'
       const start: Position = fromStart ? { seq: 0, digest: null } : parseOffset(offset)
       let after = start.seq
@@ -527,10 +567,17 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
           waker.reset()
           const page = await readPage(after, afterDigest, pageSize)
           if (page.logId !== undefined) logId = page.logId
-          for (const entry of page.entries) {
-            after = entry.seq
-            afterDigest = entry.digest
-            yield { offset: format(entry.seq, entry.digest), chunk: entry.chunk }
+          const entries = page.entries
+          if (entries.length > 0) {
+            const out = new Array<DurableEntry>(entries.length)
+            for (let i = 0; i < entries.length; i++) {
+              const entry = entries[i]!
+              out[i] = { offset: format(entry.seq, entry.digest), chunk: entry.chunk }
+            }
+            const last = entries[entries.length - 1]!
+            after = last.seq
+            afterDigest = last.digest
+            yield out
             if (signal?.aborted) return
           }
           if (page.entries.length >= pageSize) continue
@@ -565,6 +612,157 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
       }
     }
   }
+}
+
+/** One append as the server takes it: the run, the chunks' JSON and the options' JSON. */
+interface AppendPart {
+  runId: string
+  chunks: string | null
+  options: string
+}
+
+type Tokens = Array<{ seq: number; digest: string }>
+
+const isTerminal = (chunk: unknown) => {
+  const type = (chunk as { type?: unknown } | null)?.type
+  return type === 'RUN_FINISHED' || type === 'RUN_ERROR'
+}
+
+/** One append, one statement (also the fallback of a failed batch). */
+function appendOne(pool: Queryable, part: AppendPart): Promise<Tokens> {
+  return value<Tokens>(pool, `SELECT ${SP}.event_log_append($1::text, $2::json, $3::json) AS r`, [part.runId, part.chunks, part.options], {
+    // Same producerId/producerSeq: the server returns the same tokens.
+    retryUnknownOutcome: true,
+  })
+}
+
+/**
+ * The appends of several streams in one statement: event_log_append over the
+ * parts in order, so each part is exactly the single append (idempotency
+ * ledger, fencing, digests, NOTIFY) and the statement is one transaction.
+ * The parts are sorted by run id (logs are locked in one order by every
+ * batch: two batches cannot deadlock on each other's logs).
+ */
+const APPEND_MANY =
+  `SELECT ${SP}.event_log_append(p.run_id, p.chunks, p.options) AS r` +
+  ` FROM unnest($1::text[], $2::json[], $3::json[]) WITH ORDINALITY AS p(run_id, chunks, options, n) ORDER BY p.n`
+
+interface Waiting {
+  part: AppendPart
+  resolve: (tokens: Tokens) => void
+  reject: (error: unknown) => void
+}
+
+/**
+ * Producer micro-batching (`microBatchMs`). Core awaits each append of a
+ * stream before the next, so company only comes from other streams: a batch
+ * goes when the wait is over, or at once when every open stream not in a
+ * batch in flight is already waiting, or for a terminal chunk or a close.
+ */
+class AppendBatcher {
+  /** Open producer streams of the factory (have appended, not closed). */
+  streams = 0
+  private waiting: Array<Waiting> = []
+  private inFlight = 0
+  private timer: ReturnType<typeof setTimeout> | undefined
+  constructor(
+    private readonly pool: Queryable,
+    private readonly ms: number,
+  ) {}
+
+  add(part: AppendPart, terminal: boolean): Promise<Tokens> {
+    if (this.ms === 0) return appendOne(this.pool, part)
+    return new Promise<Tokens>((resolve, reject) => {
+      this.waiting.push({ part, resolve, reject })
+      if (terminal || this.waiting.length >= this.streams - this.inFlight) this.flushNow()
+      else this.timer ??= setTimeout(() => this.flushNow(), this.ms)
+    })
+  }
+
+  /** Send what waits, now. */
+  flushNow(): void {
+    if (this.timer !== undefined) {
+      clearTimeout(this.timer)
+      this.timer = undefined
+    }
+    const batch = this.waiting
+    if (batch.length === 0) return
+    this.waiting = []
+    this.inFlight += batch.length
+    void this.send(batch).finally(() => (this.inFlight -= batch.length))
+  }
+
+  private async send(batch: Array<Waiting>): Promise<void> {
+    if (batch.length === 1) {
+      const only = batch[0]!
+      await appendOne(this.pool, only.part).then(only.resolve, only.reject)
+      return
+    }
+    const sorted = batch.slice().sort((a, b) => (a.part.runId < b.part.runId ? -1 : a.part.runId > b.part.runId ? 1 : 0))
+    let rows: Array<{ r: Tokens }>
+    try {
+      const result = await run(
+        this.pool,
+        APPEND_MANY,
+        [sorted.map((w) => w.part.runId), sorted.map((w) => w.part.chunks), sorted.map((w) => w.part.options)],
+        // Every part is idempotent (producerId/producerSeq): so is the batch.
+        { retryUnknownOutcome: true },
+      )
+      rows = result.rows as Array<{ r: Tokens }>
+    } catch {
+      // The batch is one transaction: nothing of it is committed. Each append
+      // again on its own, so only the failing one reports its error.
+      await Promise.all(sorted.map((w) => appendOne(this.pool, w.part).then(w.resolve, w.reject)))
+      return
+    }
+    sorted.forEach((w, i) => w.resolve(rows[i]!.r))
+  }
+}
+
+/**
+ * One entry at a time out of pages, without an async generator's per-item
+ * queue and awaits: a buffered entry costs one resolved promise, so a resume
+ * of a page hands on its entries at about the cost of the page's JSON parse.
+ * The abort signal is checked before every entry, as the page reader does
+ * between pages.
+ */
+function flatten(pages: AsyncGenerator<Array<DurableEntry>>, signal?: AbortSignal): AsyncIterableIterator<DurableEntry> {
+  let page: Array<DurableEntry> = []
+  let at = 0
+  let done = false
+  const end = (): IteratorResult<DurableEntry> => ({ value: undefined, done: true })
+  const iterator: AsyncIterableIterator<DurableEntry> = {
+    next() {
+      if (done) return Promise.resolve(end())
+      if (signal?.aborted) return iterator.return!()
+      if (at < page.length) return Promise.resolve({ value: page[at++]!, done: false })
+      return pages.next().then(
+        (r) => {
+          if (r.done) {
+            done = true
+            return end()
+          }
+          page = r.value
+          at = 1
+          return { value: page[0]!, done: false }
+        },
+        (error: unknown) => {
+          done = true
+          throw error
+        },
+      )
+    },
+    async return() {
+      done = true
+      page = []
+      await pages.return(undefined)
+      return end()
+    },
+    [Symbol.asyncIterator]() {
+      return iterator
+    },
+  }
+  return iterator
 }
 
 /** The path of the first member (at any depth) whose value is `undefined`, or null. */

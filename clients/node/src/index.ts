@@ -33,6 +33,7 @@ export {
   postgresDurability,
   runTag,
   SERVER_SHUTDOWN,
+  type DurableEntry,
   type PostgresDurabilityFactory,
   type PostgresDurabilityOptions,
   type PostgresDurabilitySource,

@@ -348,7 +348,8 @@ export function postgresCheckpoints(
         messages.length >= last.len &&
         samePrefix(last, messages)
       ) {
-        const tail = messages.slice(last.len).map(messageText)
+        // Array.from, not map: a hole in the tail is sent as null, as in the whole form.
+        const tail = Array.from(messages.slice(last.len), messageText)
         const priors = priorsOf(messages, tail, last.len)
         try {
           const result = await value<{ headId: string }>(

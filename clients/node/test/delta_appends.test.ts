@@ -174,6 +174,12 @@ describe('delta appends', () => {
     expect((await store.get('c1'))?.conversation).toEqual([message(0), null, null, message(3)])
     await store.append({ checkpoint: checkpoint('c2', 'c1', 't', [...conv, undefined]), expectedHeadId: 'c1', writer: w })
     expect((await store.get('c2'))?.conversation).toEqual([message(0), null, null, message(3), null])
+    // a hole in the tail of a delta append
+    const holed: unknown[] = [...conv, undefined]
+    holed.length = 7
+    holed[6] = message(6)
+    await store.append({ checkpoint: checkpoint('c3', 'c2', 't', holed), expectedHeadId: 'c2', writer: w })
+    expect((await store.get('c3'))?.conversation).toEqual([message(0), null, null, message(3), null, null, message(6)])
   })
   it('CD14 verified mode sees every change made in place, at any depth, and sends the conversation whole', async () => {
     const { db, calls } = recordingPool()

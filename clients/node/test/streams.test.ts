@@ -104,16 +104,25 @@ describe('bulk reads', () => {
   })
 })
 
+/**
+ * A factory with microBatchMs over a counting pool, streams `<name>-a` and
+ * `<name>-b` that have each appended chunk 1 (both first appends sent
+ * together, so neither waits for the other), and the append count after them.
+ */
+async function twoStreams(name: string, microBatchMs: number) {
+  const c = counting(pool)
+  const durability = postgresDurability(c.pool, { microBatchMs })
+  const a = durability(`${name}-a`)
+  const b = durability(`${name}-b`)
+  await Promise.all([a.append([chunk(1)]), b.append([chunk(1)])])
+  return { c, durability, a, b, before: c.appends() }
+}
+
 describe('producer micro-batching', () => {
   it('MB1 appends of two streams waiting together go in one call; each resolves with exactly its own offsets', async () => {
-    const c = counting(pool)
-    const durability = postgresDurability(c.pool, { microBatchMs: 60_000 })
+    // each first append goes at once: every other open stream's append is in flight
+    const { c, durability, a, b, before } = await twoStreams('mb1', 60_000)
     try {
-      const a = durability('mb1-a')
-      const b = durability('mb1-b')
-      // each first append goes at once: every other open stream's append is in flight
-      await Promise.all([a.append([chunk(1)]), b.append([chunk(1)])])
-      const before = c.appends()
       // both streams waiting: the second append completes the batch, no timer needed
       const [ta, tb] = await Promise.all([a.append([chunk(2), chunk(3)]), b.append([chunk(2)])])
       expect(c.appends() - before).toBe(1)
@@ -130,13 +139,8 @@ describe('producer micro-batching', () => {
   })
 
   it('MB2 a lone append waits at most microBatchMs for company, then goes alone', async () => {
-    const c = counting(pool)
-    const durability = postgresDurability(c.pool, { microBatchMs: 5 })
+    const { c, durability, a, before } = await twoStreams('mb2', 5)
     try {
-      const a = durability('mb2-a')
-      const b = durability('mb2-b')
-      await Promise.all([a.append([chunk(1)]), b.append([chunk(1)])])
-      const before = c.appends()
       const [t] = await a.append([chunk(2)]) // b never comes
       expect(t!.split('.')[2]).toBe('2')
       expect(c.appends() - before).toBe(1)
@@ -164,13 +168,8 @@ describe('producer micro-batching', () => {
   })
 
   it('MB4 one stream failing in a batch fails only its own append: the other is committed and resolves', async () => {
-    const c = counting(pool)
-    const durability = postgresDurability(c.pool, { microBatchMs: 60_000 })
+    const { c, durability, a, b, before } = await twoStreams('mb4', 60_000)
     try {
-      const a = durability('mb4-a')
-      const b = durability('mb4-b')
-      await Promise.all([a.append([chunk(1)]), b.append([chunk(1)])])
-      const before = c.appends()
       // the server refuses b's part (a chunk must be a JSON object)
       const [ra, rb] = await Promise.allSettled([a.append([chunk(2)]), b.append([5 as unknown as StreamChunk])])
       expect(ra.status).toBe('fulfilled')
@@ -191,12 +190,8 @@ describe('producer micro-batching', () => {
   })
 
   it('MB5 microBatchMs 0 sends every append alone; a bad value is refused', async () => {
-    const c = counting(pool)
-    const durability = postgresDurability(c.pool, { microBatchMs: 0 })
+    const { c, durability, a, b } = await twoStreams('mb5', 0)
     try {
-      const a = durability('mb5-a')
-      const b = durability('mb5-b')
-      await Promise.all([a.append([chunk(1)]), b.append([chunk(1)])])
       await Promise.all([a.append([chunk(2)]), b.append([chunk(2)])])
       expect(c.appends()).toBe(4)
     } finally {

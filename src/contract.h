@@ -95,9 +95,16 @@
 /* ---- NOTIFY channels (docs/contract/locks.md, event-log.md, maintenance.md) ---- */
 
 #define SP_CHANNEL_LOCK "sandbox_persist_lock"	/* payload: MD5 of the lock key */
-#define SP_CHANNEL_EVENT_LOG "sandbox_persist_event_log"	/* payload: the log id */
+#define SP_CHANNEL_EVENT_LOG "sandbox_persist_event_log"	/* payload: the log id [entries] */
 #define SP_CHANNEL_ATTENTION "sandbox_persist_attention"	/* payload: {kind, runId} */
 #define SP_CHANNEL_REAPER "sandbox_persist_reaper"	/* payload: {detached, due} */
+
+/*
+ * The longest NOTIFY payload sent, in bytes with its terminating NUL: below
+ * PostgreSQL's limit (async.c, NOTIFY_PAYLOAD_MAX_LENGTH: BLCKSZ - NAMEDATALEN
+ * - 128, 8000 bytes with the default block size), which Async_Notify enforces.
+ */
+#define SP_NOTIFY_PAYLOAD_MAX 7900
 
 /* ---- lock keys the server reads (it never takes these locks itself) ---- */
 

@@ -6,7 +6,8 @@
  * numbered densely from 1. Appends are idempotent per (producerId,
  * producerSeq), may be fenced by the run's driverEpoch, and are accepted
  * after close. Every append and close notifies sandbox_persist_event_log with
- * the numeric log id.
+ * the numeric log id; an append's payload also carries its entries when they
+ * fit (LogNotify).
  *
  * Since 0.4.0 every entry carries a running digest (docs/contract/failover.md
  * §2): the XOR of a 64-bit hash of (seq, chunk text) over the entries up to
@@ -166,16 +167,6 @@ static SpQuery log_close = {
 	2, {TEXTOID, INT8OID}
 };
 
-/* Notify readers parked on this log; delivered at commit, dropped on rollback. */
-static void
-LogNotify(int64 log_id)
-{
-	char		payload[32];
-
-	snprintf(payload, sizeof(payload), INT64_FORMAT, log_id);
-	Async_Notify(SP_CHANNEL_EVENT_LOG, payload);
-}
-
 /* Append "[a,b,...]" of consecutive sequence numbers first..first+n-1. */
 static void
 LogAppendSeqs(StringInfo buf, int64 first, int n)
@@ -254,6 +245,50 @@ static void
 LogAppendDigest(StringInfo buf, int64 digest)
 {
 	appendStringInfo(buf, "\"%016llx\"", (unsigned long long) (uint64) digest);
+}
+
+/*
+ * Notify readers parked on this log; delivered at commit, dropped on rollback.
+ * The payload is the log id; after an append to a log with digests it goes
+ * on, when the whole payload fits PostgreSQL's limit, with a space and
+ * {"prev": <digest of entry first - 1>, "entries": [{seq, digest, chunk}, ...]}
+ * (event_log_read_verified's entries), so a follower that holds entry
+ * first - 1 with that digest takes them without a read, and one that holds
+ * another history (a failover rewrote the log) sees that it must read.
+ */
+static void
+LogNotify(int64 log_id, int64 first, int64 prev_digest, const SpJson *chunks, const int64 *digests)
+{
+	StringInfoData payload;
+	Size		bound;
+
+	initStringInfo(&payload);
+	appendStringInfo(&payload, INT64_FORMAT, log_id);
+	if (chunks != NULL && digests != NULL)
+	{
+		/* the frame, then per entry at most {"seq":<20>,"digest":"<16>","chunk":<text>}, */
+		bound = payload.len + 48;
+		for (int i = 0; i < chunks->count && bound < SP_NOTIFY_PAYLOAD_MAX; i++)
+			bound += 60 + chunks->items[i]->rawlen;
+		if (bound < SP_NOTIFY_PAYLOAD_MAX)
+		{
+			appendStringInfoString(&payload, " {\"prev\":");
+			LogAppendDigest(&payload, prev_digest);
+			appendStringInfoString(&payload, ",\"entries\":[");
+			for (int i = 0; i < chunks->count; i++)
+			{
+				appendStringInfo(&payload, "%s{\"seq\":" INT64_FORMAT ",\"digest\":",
+								 i ? "," : "", first + i);
+				LogAppendDigest(&payload, digests[i]);
+				appendStringInfoString(&payload, ",\"chunk\":");
+				appendBinaryStringInfo(&payload, chunks->items[i]->raw, chunks->items[i]->rawlen);
+				appendStringInfoChar(&payload, '}');
+			}
+			appendStringInfoString(&payload, "]}");
+		}
+	}
+	Async_Notify(SP_CHANNEL_EVENT_LOG, payload.data);
+	pfree(payload.data);
 }
 
 /* Parse a token digest (16 lowercase hexadecimal digits); 22023 otherwise. */
@@ -649,7 +684,7 @@ event_log_append(PG_FUNCTION_ARGS)
 	LogWrite(&log, &opts, texts, chunks->count, log.digests ? digests : NULL, reopen, now);
 	SPI_finish();
 
-	LogNotify(log.log_id);
+	LogNotify(log.log_id, log.tail + 1, log.tail_digest, chunks, log.digests ? digests : NULL);
 	if (opts.with_digests)
 		LogAppendTokens(&result, log.tail + 1, chunks->count, digests);
 	else
@@ -851,7 +886,7 @@ event_log_close(PG_FUNCTION_ARGS)
 	SpExec(&log_close, &args, false, 1);
 	SpGetInt64(0, SpColumn("log_id"), &log_id);
 	SPI_finish();
-	LogNotify(log_id);
+	LogNotify(log_id, 0, 0, NULL, NULL);
 	PG_RETURN_VOID();
 }
 

@@ -9,8 +9,9 @@
  * `v1.<tag>.<seq>` offsets of 0.3.0 are still read, unverified for their
  * first page. `'-1'` reads from the start and `'now'` from the current tail. `read` replays strictly after
  * the offset, then parks until the log is closed (and fully read) or the signal
- * aborts, woken by `NOTIFY sandbox_persist_event_log` (payload: the log id) on
- * the shared listener connection, with a fallback poll. It never ends because
+ * aborts, woken by `NOTIFY sandbox_persist_event_log` on the shared listener
+ * connection, with a fallback poll; a notification that carries the appended
+ * entries and continues what the reader holds hands them on without a read. It never ends because
  * of the chunks it saw (agent loops emit several RUN_FINISHED chunks).
  * Every `append` carries this instance's producer id and an increasing
  * producer sequence number, so a retry after an unknown outcome is idempotent.
@@ -31,7 +32,7 @@ import { performance } from 'node:perf_hooks'
 import { resolveResumeRunId, type StreamChunk, type StreamDurability } from '@tanstack/ai'
 import { SandboxPersistError } from './errors.js'
 import { checkNumberOption, checkTextId, json, run, value, type Queryable } from './internal.js'
-import { acquireListener, EVENT_LOG_CHANNEL, Waker, type ListenerOptions } from './listener.js'
+import { acquireListener, EVENT_LOG_CHANNEL, Waker, type ListenerOptions, type SharedListener } from './listener.js'
 
 const SP = 'sandbox_persist'
 
@@ -279,6 +280,7 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
   const producers = new Set<Producer>()
   /** The wakers of parked readers, and the promises that settle when each read ends. */
   const readers = new Map<Waker, Promise<void>>()
+  const followers = new LogFollowers(listener)
   const close = () => (drained ??= drain())
   return Object.assign(makeAdapter, { start, close, [Symbol.asyncDispose]: close })
 
@@ -545,20 +547,48 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
       const start: Position = fromStart ? { seq: 0, digest: null } : parseOffset(offset)
       let after = start.seq
       let afterDigest = start.digest
-      let logId: number | undefined
       const waker = new Waker()
-      // LISTEN before the first query the wait depends on.
-      const unsubscribe = listener.subscribe(EVENT_LOG_CHANNEL, (payload) => {
-        if (payload === null || logId === undefined || payload === String(logId)) waker.wake()
-      })
+      // Entries the notifications carried, not yet handed on; a read is due
+      // first, and again after any wake that carried none (a close, a
+      // reconnect, a poll, the drain), so only a notification that continues
+      // what this reader holds replaces a read.
+      let notified: Array<{ entry: ReadEntry; prev: string }> = []
+      let mustRead = true
+      const follower: LogFollower = {
+        notify(appended) {
+          if (appended === null) notified = []
+          if (appended === null || appended === undefined) mustRead = true
+          else {
+            let prev = appended.prev
+            for (const entry of appended.entries) {
+              notified.push({ entry, prev })
+              prev = entry.digest
+            }
+          }
+          waker.wake()
+        },
+      }
+      // Subscribed before the first query the wait depends on.
+      const leave = followers.add(follower)
       let exited!: () => void
       readers.set(waker, new Promise<void>((resolve) => (exited = resolve)))
+      const hand = (entries: Array<ReadEntry>): Array<DurableEntry> => {
+        const out = new Array<DurableEntry>(entries.length)
+        for (let i = 0; i < entries.length; i++) {
+          const entry = entries[i]!
+          out[i] = { offset: format(entry.seq, entry.digest), chunk: entry.chunk }
+        }
+        const last = entries[entries.length - 1]!
+        after = last.seq
+        afterDigest = last.digest
+        return out
+      }
       try {
         await listener.ready()
         if (offset === 'now') {
           waker.reset()
           const head = await readPage(0, null, 0)
-          if (head.logId !== undefined) logId = head.logId
+          if (head.logId !== undefined) followers.place(follower, head.logId)
           after = head.tail
           afterDigest = head.tailDigest
         }
@@ -566,52 +596,169 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
         for (;;) {
           if (signal?.aborted) return
           waker.reset()
-          const page = await readPage(after, afterDigest, pageSize)
-          if (page.logId !== undefined) logId = page.logId
-          const entries = page.entries
-          if (entries.length > 0) {
-            const out = new Array<DurableEntry>(entries.length)
-            for (let i = 0; i < entries.length; i++) {
-              const entry = entries[i]!
-              out[i] = { offset: format(entry.seq, entry.digest), chunk: entry.chunk }
+          const fresh = mustRead || readersReleased ? 'read' : takeNotified()
+          if (fresh !== 'read') {
+            if (fresh.length > 0) {
+              yield hand(fresh)
+              if (signal?.aborted) return
+              continue
             }
-            const last = entries[entries.length - 1]!
-            after = last.seq
-            afterDigest = last.digest
-            yield out
-            if (signal?.aborted) return
-          }
-          if (page.entries.length >= pageSize) continue
-          if (page.closed && after >= page.tail) return
-          // Shutting down: this was the last read (it saw the drain's chunks).
-          if (readersReleased) throw closedError()
-          if (!page.exists && fromStart) {
-            if (firstChunkDeadline === undefined) {
-              const record = await value<{ status?: string } | null>(pool, `SELECT ${SP}.run_get($1::text) AS r`, [runId])
-              const active = record !== null && !TERMINAL.has(String(record.status))
-              firstChunkDeadline = performance.now() + (active ? activeRunFirstChunkDeadlineMs : firstChunkDeadlineMs)
+          } else {
+            mustRead = false
+            const page = await readPage(after, afterDigest, pageSize)
+            if (page.logId !== undefined) followers.place(follower, page.logId)
+            if (page.entries.length > 0) {
+              yield hand(page.entries)
+              if (signal?.aborted) return
             }
-            const left = firstChunkDeadline - performance.now()
-            if (left <= 0) {
-              throw new SandboxPersistError(
-                'EVENT_LOG_NOT_FOUND',
-                `Run ${JSON.stringify(runId)} produced no event log within the first-chunk deadline.`,
-              )
+            if (page.entries.length >= pageSize) {
+              mustRead = true
+              continue
             }
-            const how = await waker.wait(Math.min(pollMs, left), signal)
-            if (how === 'abort') return
-            continue
+            if (page.closed && after >= page.tail) return
+            // Shutting down: this was the last read (it saw the drain's chunks).
+            if (readersReleased) throw closedError()
+            if (!page.exists && fromStart) {
+              if (firstChunkDeadline === undefined) {
+                const record = await value<{ status?: string } | null>(pool, `SELECT ${SP}.run_get($1::text) AS r`, [runId])
+                const active = record !== null && !TERMINAL.has(String(record.status))
+                firstChunkDeadline = performance.now() + (active ? activeRunFirstChunkDeadlineMs : firstChunkDeadlineMs)
+              }
+              const left = firstChunkDeadline - performance.now()
+              if (left <= 0) {
+                throw new SandboxPersistError(
+                  'EVENT_LOG_NOT_FOUND',
+                  `Run ${JSON.stringify(runId)} produced no event log within the first-chunk deadline.`,
+                )
+              }
+              const how = await waker.wait(Math.min(pollMs, left), signal)
+              if (how === 'abort') return
+              mustRead = true
+              continue
+            }
           }
           const how = await waker.wait(pollMs, signal)
           if (how === 'abort') return
+          if (how === 'timeout') mustRead = true
           if (!listener.connected) void listener.ready()
         }
       } finally {
-        unsubscribe()
+        leave()
         readers.delete(waker)
         exited()
       }
+
+      // The notified entries that continue the stream this reader holds (the
+      // entry after `after`, chained to `afterDigest`): [] when they are all
+      // behind it (a read already gave them), 'read' when one is missing or
+      // the chain differs (the log was rewritten: the read reports SP405).
+      function takeNotified(): Array<ReadEntry> | 'read' {
+        let i = 0
+        while (i < notified.length && notified[i]!.entry.seq <= after) i++
+        if (i === notified.length) {
+          notified = []
+          return []
+        }
+        const held = afterDigest ?? (after === 0 ? ZERO_DIGEST : null)
+        if (notified[i]!.entry.seq !== after + 1 || notified[i]!.prev !== held) return 'read'
+        let j = i + 1
+        while (j < notified.length && notified[j]!.entry.seq === after + 1 + j - i && notified[j]!.prev === notified[j - 1]!.entry.digest) j++
+        const run = notified.slice(i, j).map((n) => n.entry)
+        notified = notified.slice(j)
+        return run
+      }
     }
+  }
+}
+
+/** An entry as a read page or a notification carries it. */
+type ReadEntry = ReadResult['entries'][number]
+
+/** What an append's notification carries: the digest of the entry before them, and the entries. */
+interface Appended {
+  prev: string
+  entries: Array<ReadEntry>
+}
+
+/** The digest of position 0 (before the first entry). */
+const ZERO_DIGEST = '0000000000000000'
+
+/**
+ * A parked reader as LogFollowers sees it. `notify` gets what an append's
+ * notification carried, `undefined` for one that carried nothing (read the
+ * log) and `null` after a reconnect (anything may have been missed).
+ */
+interface LogFollower {
+  notify(appended: Appended | undefined | null): void
+}
+
+/**
+ * One factory's parked readers by log id, fed by one subscription to the
+ * event-log channel: a notification is parsed once and goes only to the
+ * readers of its log (payload: the log id, then optionally a space and the
+ * appended entries, docs/contract/event-log.md §2.1). A reader whose log id is
+ * not known yet (no log when it last read) is woken by every notification.
+ */
+class LogFollowers {
+  private readonly byLog = new Map<string, Set<LogFollower>>()
+  private readonly unplaced = new Set<LogFollower>()
+  private readonly where = new Map<LogFollower, string>()
+  private unsubscribe: (() => void) | undefined
+
+  constructor(private readonly listener: SharedListener) {}
+
+  /** Follow (unplaced until `place`); returns the function that stops it. */
+  add(follower: LogFollower): () => void {
+    this.unsubscribe ??= this.listener.subscribe(EVENT_LOG_CHANNEL, (payload) => this.dispatch(payload))
+    this.unplaced.add(follower)
+    return () => this.remove(follower)
+  }
+
+  /** The follower reads log `logId`: from now on only its notifications reach it. */
+  place(follower: LogFollower, logId: number): void {
+    const id = String(logId)
+    if (this.where.get(follower) === id || !this.unplaced.delete(follower)) return
+    this.where.set(follower, id)
+    let set = this.byLog.get(id)
+    if (set === undefined) this.byLog.set(id, (set = new Set()))
+    set.add(follower)
+  }
+
+  private remove(follower: LogFollower): void {
+    this.unplaced.delete(follower)
+    const id = this.where.get(follower)
+    if (id !== undefined) {
+      this.where.delete(follower)
+      const set = this.byLog.get(id)
+      set?.delete(follower)
+      if (set?.size === 0) this.byLog.delete(id)
+    }
+    if (this.unplaced.size === 0 && this.byLog.size === 0) {
+      this.unsubscribe?.()
+      this.unsubscribe = undefined
+    }
+  }
+
+  private dispatch(payload: string | null): void {
+    if (payload === null) {
+      for (const f of [...this.unplaced]) f.notify(null)
+      for (const set of [...this.byLog.values()]) for (const f of [...set]) f.notify(null)
+      return
+    }
+    const space = payload.indexOf(' ')
+    for (const f of [...this.unplaced]) f.notify(undefined)
+    const set = this.byLog.get(space < 0 ? payload : payload.slice(0, space))
+    if (set === undefined) return
+    let appended: Appended | undefined
+    if (space >= 0) {
+      try {
+        const parsed = JSON.parse(payload.slice(space + 1)) as Partial<Appended> | null
+        if (typeof parsed?.prev === 'string' && Array.isArray(parsed.entries)) appended = parsed as Appended
+      } catch {
+        // not ours to judge: the readers read the log instead
+      }
+    }
+    for (const f of [...set]) f.notify(appended)
   }
 }
 

@@ -1,13 +1,13 @@
 /**
  * The durable event log through the StreamDurability adapter (docs/contract/
- * event-log.md §4): E15, E18, E19, and the reaper wake-up M15.
+ * event-log.md §4): E15, E18, E19, E26, and the reaper wake-up M15.
  */
 import { createHash } from 'node:crypto'
 import pg from 'pg'
 import type { StreamChunk } from '@tanstack/ai'
 import { beforeEach, describe, expect, it } from 'vitest'
 import { postgresDurability, postgresMaintenance, postgresPersistence, runTag, type ReaperWakeup } from '../src/index.js'
-import { makePool, rejection, reset, rows, sleep, until } from './helpers.js'
+import { countingPool, makePool, rejection, reset, rows, sleep, until } from './helpers.js'
 
 const pool = makePool()
 const durability = postgresDurability(pool, { pollMs: 20_000 })
@@ -32,14 +32,32 @@ async function listen(channel: string): Promise<{ client: pg.Client; payloads: s
 }
 
 describe('event log', () => {
-  it('E15 a committed append or close notifies sandbox_persist_event_log with the log id; a rolled-back one does not', async () => {
+  it('E15 a committed append or close notifies sandbox_persist_event_log with the log id (an append also with its entries when they fit); a rolled-back one does not', async () => {
     const { client, payloads } = await listen('sandbox_persist_event_log')
     try {
       const log = durability('e15-run')
-      await log.append([chunk(1)])
+      const first = await log.append([chunk(1)])
       const [row] = await rows<{ log_id: string }>(pool, `SELECT log_id::text FROM sandbox_persist.event_logs WHERE run_id = 'e15-run'`)
+      const id = row!.log_id
+      // The payload: the log id, a space, the digest before the entries and the entries as a read gives them.
+      const digestOf = (offset: string) => offset.split('.')[3]!
       await until(() => payloads.length > 0)
-      expect(payloads).toEqual([row!.log_id])
+      expect(payloads).toEqual([`${id} {"prev":"0000000000000000","entries":[{"seq":1,"digest":"${digestOf(first[0]!)}","chunk":${JSON.stringify(chunk(1))}}]}`])
+      // Chunk text travels byte for byte, as stored (spacing, key order); prev is the tail's digest.
+      const [appended] = await rows<{ r: Array<{ seq: number; digest: string }> }>(
+        pool,
+        `SELECT sandbox_persist.event_log_append('e15-run', '[ {"b" : 1, "a":[ 2 ]}, {"type":"X"} ]', '{"withDigests": true}') AS r`,
+      )
+      const second = appended!.r
+      await until(() => payloads.length > 1)
+      expect(payloads[1]).toBe(
+        `${id} {"prev":"${digestOf(first[0]!)}","entries":[{"seq":2,"digest":"${second[0]!.digest}","chunk":{"b" : 1, "a":[ 2 ]}},` +
+          `{"seq":3,"digest":"${second[1]!.digest}","chunk":{"type":"X"}}]}`,
+      )
+      // Entries that would pass PostgreSQL's 8000-byte payload limit: the log id alone.
+      await log.append([{ ...chunk(4), delta: 'x'.repeat(7900) } as unknown as StreamChunk])
+      await until(() => payloads.length > 2)
+      expect(payloads[2]).toBe(id)
       const tx = await pool.connect()
       try {
         await tx.query('BEGIN')
@@ -52,11 +70,47 @@ describe('event log', () => {
       await log.close()
       // Notifications arrive in commit order: one from the rolled-back append or
       // close would have come before the close's.
-      await until(() => payloads.length > 1)
-      expect(payloads).toEqual([row!.log_id, row!.log_id])
+      await until(() => payloads.length > 3)
+      expect(payloads.slice(2)).toEqual([id, id])
     } finally {
       await client.end()
     }
+  })
+
+  it('E26 a parked reader takes the entries a notification carries without a read; a gap, a rewritten history or an oversized append makes it read', async () => {
+    const producer = durability('e26-run')
+    await producer.append([chunk(1)])
+    const counted = countingPool(pool)
+    const readers = postgresDurability(counted.db, { pollMs: 20_000 })
+    const seen: string[] = []
+    const controller = new AbortController()
+    const consuming = (async () => {
+      for await (const e of readers('e26-run').read('-1', controller.signal)) seen.push(e.offset)
+    })()
+    await until(() => seen.length === 1)
+    const afterFirstRead = counted.count()
+    const offsets = [...(await producer.append([chunk(2)])), ...(await producer.append([chunk(3), chunk(4)]))]
+    await until(() => seen.length === 4)
+    // The version check and the first read were all: the three entries came with their notifications.
+    expect(counted.count()).toBe(afterFirstRead)
+    // An append too large for a payload is announced by id alone: the reader reads it.
+    offsets.push(...(await producer.append([{ ...chunk(5), delta: 'y'.repeat(7900) } as unknown as StreamChunk])))
+    await until(() => seen.length === 5)
+    expect(counted.count()).toBe(afterFirstRead + 1)
+    // A notification that does not continue what the reader holds (here: sent
+    // by hand, skipping seq 6) is not taken: the reader reads instead.
+    const [row] = await rows<{ log_id: string }>(pool, `SELECT log_id::text FROM sandbox_persist.event_logs WHERE run_id = 'e26-run'`)
+    await pool.query(`SELECT pg_notify('sandbox_persist_event_log', $1)`, [
+      `${row!.log_id} {"prev":"0000000000000000","entries":[{"seq":7,"digest":"0000000000000001","chunk":{"type":"FORGED"}}]}`,
+    ])
+    await until(() => counted.count() === afterFirstRead + 2)
+    offsets.push(...(await producer.append([chunk(6)])))
+    await until(() => seen.length === 6)
+    await producer.close()
+    await consuming
+    expect(seen).toEqual([...(await producer.snapshot()).map((e) => e.offset)])
+    expect(seen.slice(1)).toEqual(offsets)
+    await readers.close()
   })
 
   it('E18 read parks, delivers later appends (woken by NOTIFY), ignores RUN_FINISHED, ends only on close', async () => {

@@ -611,11 +611,12 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
               yield hand(page.entries)
               if (signal?.aborted) return
             }
-            if (page.entries.length >= pageSize) {
+            if (page.closed && after >= page.tail) return
+            // A full page may have more behind it; one that reached the tail has not.
+            if (page.entries.length >= pageSize && after < page.tail) {
               mustRead = true
               continue
             }
-            if (page.closed && after >= page.tail) return
             // Shutting down: this was the last read (it saw the drain's chunks).
             if (readersReleased) throw closedError()
             if (!page.exists && fromStart) {

@@ -1,6 +1,6 @@
 /**
  * Streams at speed (docs/contract/event-log.md §4, "Bulk reads and producer
- * micro-batching"): BR1-BR3 bulk reads, MB1-MB5 producer micro-batching.
+ * micro-batching"): BR1-BR4 bulk reads, MB1-MB5 producer micro-batching.
  */
 import type { StreamChunk } from '@tanstack/ai'
 import type pg from 'pg'
@@ -18,8 +18,8 @@ const chunk = (n: number, type = 'TEXT_MESSAGE_CONTENT'): StreamChunk =>
   ({ type, messageId: 'm', delta: `d${n}`, timestamp: n }) as unknown as StreamChunk
 const finished = (n: number): StreamChunk => ({ type: 'RUN_FINISHED', runId: 'r', threadId: 't', timestamp: n }) as unknown as StreamChunk
 
-/** The pool, with every statement its checked-out clients run recorded (append statements are counted). */
-function counting(base: pg.Pool): { pool: pg.Pool; appends: () => number } {
+/** The pool, with every statement its checked-out clients run recorded (append and read statements are counted). */
+function counting(base: pg.Pool): { pool: pg.Pool; appends: () => number; reads: () => number } {
   const texts: string[] = []
   const wrap = <T extends object>(target: T, query: boolean): T =>
     new Proxy(target, {
@@ -37,7 +37,8 @@ function counting(base: pg.Pool): { pool: pg.Pool; appends: () => number } {
         return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v
       },
     })
-  return { pool: wrap(base, false), appends: () => texts.filter((t) => t.includes('event_log_append')).length }
+  const calls = (fn: string) => texts.filter((t) => t.includes(fn)).length
+  return { pool: wrap(base, false), appends: () => calls('event_log_append'), reads: () => calls('event_log_read') }
 }
 
 async function all(iterable: AsyncIterable<{ offset: string; chunk: StreamChunk }>) {
@@ -87,6 +88,25 @@ describe('bulk reads', () => {
     expect(m).toBe(3)
     // a parked reader left behind would hold close() until drainTimeoutMs
     await durability.close()
+  })
+
+  it('BR4 a read of a closed log ends with the page that reaches its tail: one read for a full page, no empty read after it', async () => {
+    const counted = counting(pool)
+    const durability = postgresDurability(counted.pool, { pageSize: 1000, microBatchMs: 0 })
+    try {
+      const log = durability('br4')
+      await log.append(Array.from({ length: 1000 }, (_, i) => chunk(i + 1)))
+      await log.close()
+      let before = counted.reads()
+      expect((await all(durability('br4').read('-1'))).length).toBe(1000)
+      expect(counted.reads() - before).toBe(1)
+      await durability('br4').append(Array.from({ length: 1000 }, (_, i) => chunk(i + 1001)))
+      before = counted.reads()
+      expect((await all(durability('br4').read('-1'))).length).toBe(2000)
+      expect(counted.reads() - before).toBe(2)
+    } finally {
+      await durability.close()
+    }
   })
 
   it('BR3 a divergent resume token still fails with SP405 through the bulk path', async () => {

@@ -515,6 +515,35 @@ async function opEventLog(cl) {
   return e;
 }
 
+// Micro-batched streams, as the adapter's microBatchMs sends them: appends to
+// two or three logs in one statement and one transaction (run ids sorted, so
+// two batches lock logs in one order). Each part is logged as an event.append
+// of its own, with the batch's ticks and outcome, so every append check
+// (offsets, idempotent retries, losses) covers it; a batch cut by a crash
+// leaves each part indeterminate.
+const APPEND_BATCH = `SELECT json_agg(${S}event_log_append(p.run_id, p.chunks, p.options) ORDER BY p.n) AS r
+  FROM unnest($1::text[], $2::json[], $3::json[]) WITH ORDINALITY AS p(run_id, chunks, options, n)`;
+async function opEventBatch(cl) {
+  const runs = EVENT_LOGS.filter(() => chance(0.7)).sort();
+  if (runs.length < 2) runs.splice(0, runs.length, ...EVENT_LOGS.slice(0, 2));
+  const parts = runs.map((run) => {
+    const pseq = ++cl.pseq;
+    const chunks = JSON.stringify(Array.from({ length: 1 + ri(2) }, (_, i) => ({ type: 'TEXT', u: `${cl.producer}:${pseq}:${i}`, b: 1 })));
+    return { run, pseq, chunks, opts: JSON.stringify({ producerId: cl.producer, producerSeq: pseq }) };
+  });
+  let e;
+  try {
+    e = await call(cl, 'event.append_batch', APPEND_BATCH,
+      [runs, parts.map((p) => p.chunks), parts.map((p) => p.opts)], { runs });
+  } finally {
+    const batch = e ?? cl.lastCall;
+    const seqs = batch.st === 'ok' ? parsed(batch) : null;
+    parts.forEach((p, k) => log.push({ ...batch, i: log.length, op: 'event.append',
+      meta: { run: p.run, chunks: p.chunks, producer: cl.producer, pseq: p.pseq, batch: batch.i, seqs: seqs ? seqs[k] : undefined } }));
+  }
+  return e;
+}
+
 // A reader follows a log from its resume token (seq and the digest of the
 // entry at it), as the adapter does, with event_log_read_verified: every read
 // must continue exactly where the last one stopped (commit order = offset
@@ -614,7 +643,7 @@ async function opMetadata(cl) {
 
 const MIX = [
   [opCheckpointAppend, 22], [opCheckpointDeleteHead, 7], [opCheckpointLease, 12], [opFork, 3],
-  [opBlob, 12], [opUpload, 3], [opRun, 10], [opLock, 12], [opLockChurn, 10], [opEventLog, 14], [opEventRead, 6], [opInterrupt, 4],
+  [opBlob, 12], [opUpload, 3], [opRun, 10], [opLock, 12], [opLockChurn, 10], [opEventLog, 11], [opEventBatch, 3], [opEventRead, 6], [opInterrupt, 4],
   [opMetadata, 4],
 ];
 const MIX_TOTAL = MIX.reduce((s, [, w]) => s + w, 0);

@@ -38,7 +38,7 @@ import { createResumableStreamContext } from 'resumable-stream/redis'
 
 const { postgresDurability } = await import(process.env.ADAPTER)
 const QUICK = process.env.QUICK === '1'
-const MICRO_BATCH_MS = 2
+const MICRO_BATCH_MS = Number(process.env.MICRO_BATCH_MS ?? 2)
 const SLO_MS = 200
 const log = (...a) => console.error('peers:', ...a)
 const out = (...f) => console.log(f.join('\t'))
@@ -437,7 +437,7 @@ async function main() {
   }
 
   // capacity
-  out('plot', 'peers_stream_capacity', `Streams at 50 chunks/s, a follower each: p99 due-to-seen latency (SLO ${SLO_MS} ms)`, 'concurrent streams', 'p99 ms (log)', '1')
+  out('plot', 'peers_stream_capacity', `Streams at 50 chunks/s, a follower each: p99 due-to-seen latency (SLO ${SLO_MS} ms)`, 'concurrent streams', 'p99 ms', '1')
   const caps = {}
   for (const sys of [offSync, none, onSync, always]) {
     caps[sys.name] = await capacity(sys)
@@ -457,5 +457,15 @@ async function main() {
 }
 
 // ------------------------------------------------------------------- main
+// `node streams.mjs step on|off|always|none N`: one capacity step, printed (for profiling)
+async function oneStep(which, N) {
+  const sys = which === 'on' || which === 'off' ? ours(which)
+    : redisSystem(which, which === 'always' ? process.env.REDIS_ALWAYS_URL : process.env.REDIS_NONE_URL)
+  await sys.start?.()
+  console.log(JSON.stringify(await loadStep(sys, N, 50, 1000, Number(process.env.STEP_MS ?? 3000))))
+  await sys.end()
+}
+
 if (process.argv[2] === 'child') await child(process.argv[3], process.argv[4])
+else if (process.argv[2] === 'step') await oneStep(process.argv[3], Number(process.argv[4]))
 else await main()

@@ -87,30 +87,36 @@ describe('event log', () => {
     const consuming = (async () => {
       for await (const e of readers('e26-run').read('-1', controller.signal)) seen.push(e.offset)
     })()
-    await until(() => seen.length === 1)
-    const afterFirstRead = counted.count()
-    const offsets = [...(await producer.append([chunk(2)])), ...(await producer.append([chunk(3), chunk(4)]))]
-    await until(() => seen.length === 4)
-    // The version check and the first read were all: the three entries came with their notifications.
-    expect(counted.count()).toBe(afterFirstRead)
-    // An append too large for a payload is announced by id alone: the reader reads it.
-    offsets.push(...(await producer.append([{ ...chunk(5), delta: 'y'.repeat(7900) } as unknown as StreamChunk])))
-    await until(() => seen.length === 5)
-    expect(counted.count()).toBe(afterFirstRead + 1)
-    // A notification that does not continue what the reader holds (here: sent
-    // by hand, skipping seq 6) is not taken: the reader reads instead.
-    const [row] = await rows<{ log_id: string }>(pool, `SELECT log_id::text FROM sandbox_persist.event_logs WHERE run_id = 'e26-run'`)
-    await pool.query(`SELECT pg_notify('sandbox_persist_event_log', $1)`, [
-      `${row!.log_id} {"prev":"0000000000000000","entries":[{"seq":7,"digest":"0000000000000001","chunk":{"type":"FORGED"}}]}`,
-    ])
-    await until(() => counted.count() === afterFirstRead + 2)
-    offsets.push(...(await producer.append([chunk(6)])))
-    await until(() => seen.length === 6)
-    await producer.close()
-    await consuming
-    expect(seen).toEqual([...(await producer.snapshot()).map((e) => e.offset)])
-    expect(seen.slice(1)).toEqual(offsets)
-    await readers.close()
+    try {
+      await until(() => seen.length === 1)
+      const afterFirstRead = counted.count()
+      const offsets = [...(await producer.append([chunk(2)])), ...(await producer.append([chunk(3), chunk(4)]))]
+      await until(() => seen.length === 4)
+      // Only the first read went to the server: the three entries came with their notifications.
+      expect(counted.count()).toBe(afterFirstRead)
+      // An append too large for a payload is announced by id alone: the reader reads it.
+      offsets.push(...(await producer.append([{ ...chunk(5), delta: 'y'.repeat(7900) } as unknown as StreamChunk])))
+      await until(() => seen.length === 5)
+      expect(counted.count()).toBe(afterFirstRead + 1)
+      // A notification that does not continue what the reader holds (here: sent
+      // by hand, skipping seq 6) is not taken: the reader reads instead.
+      const [row] = await rows<{ log_id: string }>(pool, `SELECT log_id::text FROM sandbox_persist.event_logs WHERE run_id = 'e26-run'`)
+      await pool.query(`SELECT pg_notify('sandbox_persist_event_log', $1)`, [
+        `${row!.log_id} {"prev":"0000000000000000","entries":[{"seq":7,"digest":"0000000000000001","chunk":{"type":"FORGED"}}]}`,
+      ])
+      await until(() => counted.count() === afterFirstRead + 2)
+      offsets.push(...(await producer.append([chunk(6)])))
+      await until(() => seen.length === 6)
+      await producer.close()
+      await consuming
+      expect(seen).toEqual([...(await producer.snapshot()).map((e) => e.offset)])
+      expect(seen.slice(1)).toEqual(offsets)
+    } finally {
+      // a failed expectation must not leave the reader parked past the next case's reset
+      controller.abort()
+      await consuming.catch(() => undefined)
+      await readers.close()
+    }
   })
 
   it('E18 read parks, delivers later appends (woken by NOTIFY), ignores RUN_FINISHED, ends only on close', async () => {

@@ -27,6 +27,7 @@ import pg from 'pg'
 import { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres'
 import { emptyCheckpoint, uuid6 } from '@langchain/langgraph-checkpoint'
 import { AIMessage, HumanMessage } from '@langchain/core/messages'
+import { median } from '../_common.mjs'
 
 const { postgresCheckpoints } = await import(process.env.ADAPTER)
 const KS = (process.env.KS ?? '10 100 1000').trim().split(/\s+/).map(Number)
@@ -39,11 +40,6 @@ const poolA = new pg.Pool({ database: process.env.DB_A, max: 2, options })
 const poolB = new pg.Pool({ database: process.env.DB_B, max: 2, options })
 const log = (...a) => console.error('peers:', ...a)
 const out = (...f) => console.log(f.join('\t'))
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b)
-  const n = s.length
-  return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2
-}
 const f3 = (x) => (Math.round(x * 1000) / 1000).toString()
 const ratio = (a, b) => (b > 0 ? (Math.round((a / b) * 1000) / 1000).toString() : 'nan')
 

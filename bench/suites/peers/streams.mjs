@@ -35,6 +35,7 @@ import { performance } from 'node:perf_hooks'
 import pg from 'pg'
 import { createClient } from 'redis'
 import { createResumableStreamContext } from 'resumable-stream/redis'
+import { median, percentile as pct, sig4, streamChunk as chunk } from '../_common.mjs'
 
 const { postgresDurability } = await import(process.env.ADAPTER)
 const QUICK = process.env.QUICK === '1'
@@ -42,19 +43,9 @@ const MICRO_BATCH_MS = Number(process.env.MICRO_BATCH_MS ?? 2)
 const SLO_MS = 200
 const log = (...a) => console.error('peers:', ...a)
 const out = (...f) => console.log(f.join('\t'))
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b)
-  const n = s.length
-  return n === 0 ? NaN : n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2
-}
-const pct = (xs, p) => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.floor(p * s.length))]
-}
-const f3 = (x) => (Number.isFinite(x) ? Number(x.toPrecision(4)).toString() : 'nan')
+const f3 = (x) => (Number.isFinite(x) ? sig4(x).toString() : 'nan')
 const ratio = (a, b) => (b > 0 && Number.isFinite(a) ? f3(a / b) : 'nan')
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-const chunk = (i) => ({ type: 'TEXT_MESSAGE_CONTENT', messageId: 'm1', delta: 'tok' + i, timestamp: 1767225600000 + i })
 const indexOf = (c) => Number(c.delta.slice(3))
 let streamNo = 0
 const newId = (p) => `${p}-${process.pid}-${++streamNo}`

@@ -3,18 +3,15 @@
 import pg from '../../../clients/node/node_modules/pg/lib/index.js'
 import { postgresDurability } from '../../../clients/node/dist/index.js'
 import { performance } from 'node:perf_hooks'
+import { median, percentile as pct, sig4 as fmt, streamChunk as chunk } from '../_common.mjs'
 
 const QUICK = process.env.QUICK === '1'
 const SYNC = process.env.BENCH_SYNC ?? 'off'
 const REPS = QUICK ? 3 : 7
 const pool = new pg.Pool({ max: 12, options: `-c synchronous_commit=${SYNC}` })
 const say = (s) => process.stderr.write(s + '\n')
-const median = (a) => { const s = [...a].sort((x, y) => x - y); const n = s.length; return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2 }
-const pct = (a, p) => { const s = [...a].sort((x, y) => x - y); return s[Math.min(s.length - 1, Math.floor(p * s.length))] }
-const fmt = (x) => Number(x.toPrecision(4))
 const row = (section, workload, metric, ours, bname, base, good) =>
   console.log(['row', section, workload, metric, fmt(ours), bname, fmt(base), fmt(ours / base), good].join('\t'))
-const chunk = (i) => ({ type: 'TEXT_MESSAGE_CONTENT', messageId: 'm1', delta: 'tok' + i, timestamp: 1767225600000 + i })
 let runNo = 0
 const rid = (p) => `${p}-${process.pid}-${++runNo}`
 

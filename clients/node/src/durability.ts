@@ -715,25 +715,30 @@ class LogFollowers {
     return () => this.remove(follower)
   }
 
-  /** The follower reads log `logId`: from now on only its notifications reach it. */
+  /** The follower reads log `logId` (its last read said so): from now on only that log's notifications reach it. */
   place(follower: LogFollower, logId: number): void {
     const id = String(logId)
-    if (this.where.get(follower) === id || !this.unplaced.delete(follower)) return
+    if (this.where.get(follower) === id) return
+    this.unplace(follower)
     this.where.set(follower, id)
     let set = this.byLog.get(id)
     if (set === undefined) this.byLog.set(id, (set = new Set()))
     set.add(follower)
   }
 
-  private remove(follower: LogFollower): void {
+  /** Take the follower out of its log's set (or out of the unplaced ones). */
+  private unplace(follower: LogFollower): void {
     this.unplaced.delete(follower)
     const id = this.where.get(follower)
-    if (id !== undefined) {
-      this.where.delete(follower)
-      const set = this.byLog.get(id)
-      set?.delete(follower)
-      if (set?.size === 0) this.byLog.delete(id)
-    }
+    if (id === undefined) return
+    this.where.delete(follower)
+    const set = this.byLog.get(id)!
+    set.delete(follower)
+    if (set.size === 0) this.byLog.delete(id)
+  }
+
+  private remove(follower: LogFollower): void {
+    this.unplace(follower)
     if (this.unplaced.size === 0 && this.byLog.size === 0) {
       this.unsubscribe?.()
       this.unsubscribe = undefined

@@ -6,7 +6,8 @@
 //   node torture.mjs --short        load, check, self-test (no crash cycles)
 //   node torture.mjs --long         longer load with kill -9 crash cycles
 //   node torture.mjs --self-test    a 3 s load, then the self-test: corrupt the database and the
-//                                   call log on purpose and require each check to report it
+//                                   call log on purpose and require each check to report it, and
+//                                   require call logs that break nothing to pass
 //   node torture.mjs --pitr         the point-in-time recovery run of test/pitr/run.sh (pitrMain):
 //                                   load, a restore target halfway, restore, the checks there
 //   node torture.mjs --failover     failovers of a replicated cluster instead of crash restarts
@@ -484,6 +485,11 @@ async function opLockChurn(cl) {
   return call(cl, 'lock.release', `SELECT ${S}lock_release($1, $2) AS r`, [key, l.ownerToken], { key, fence: l.fence });
 }
 
+// The chunks of append pseq of a client: unique per client, append and index
+// (the checks find them by u), with text that JSON escapes.
+const eventChunks = (cl, pseq, n) =>
+  JSON.stringify(Array.from({ length: n }, (_, i) => ({ type: 'TEXT', u: `${cl.producer}:${pseq}:${i}`, t: '\u00e9\\u0000' })));
+
 async function eventAppend(cl, run, chunks, pseq, prev) {
   const opts = JSON.stringify({ producerId: cl.producer, producerSeq: pseq });
   const e = await call(cl, 'event.append', `SELECT ${S}event_log_append($1, $2, $3) AS r`,
@@ -509,8 +515,7 @@ async function opEventLog(cl) {
   const run = pick(EVENT_LOGS);
   const pseq = ++cl.pseq;
   const n = 1 + ri(3);
-  const chunks = JSON.stringify(Array.from({ length: n }, (_, i) => ({ type: 'TEXT', u: `${cl.producer}:${pseq}:${i}`, t: '\u00e9\\u0000' })));
-  const e = await eventAppend(cl, run, chunks, pseq, null);
+  const e = await eventAppend(cl, run, eventChunks(cl, pseq, n), pseq, null);
   if (e.st === 'ok') cl.lastAppend = e;
   return e;
 }
@@ -528,8 +533,7 @@ async function opEventBatch(cl) {
   if (runs.length < 2) runs.splice(0, runs.length, ...EVENT_LOGS.slice(0, 2));
   const parts = runs.map((run) => {
     const pseq = ++cl.pseq;
-    const chunks = JSON.stringify(Array.from({ length: 1 + ri(2) }, (_, i) => ({ type: 'TEXT', u: `${cl.producer}:${pseq}:${i}`, b: 1 })));
-    return { run, pseq, chunks, opts: JSON.stringify({ producerId: cl.producer, producerSeq: pseq }) };
+    return { run, pseq, chunks: eventChunks(cl, pseq, 1 + ri(2)), opts: JSON.stringify({ producerId: cl.producer, producerSeq: pseq }) };
   });
   let e;
   try {
@@ -778,17 +782,27 @@ function lockFences(count = false) {
   const all = acqs.map((e) => e.meta.fence);
   if (new Set(all).size !== all.length) v.push('a lock fence was handed out twice');
   v.push(...acrossFailovers(acqs, (e) => e.meta.fence, 'lock fence (one sequence, every key)'));
+  // How long each lease may have lasted: its grant, then the renews in clock
+  // order. An answered renew says what it did; one in flight at a crash may
+  // have committed, but a renew extends only a lease unexpired at its now_ms
+  // (docs/contract/locks.md §2), so it counts only when sent before the expiry
+  // known so far.
   const exps = new Map();
   const bump = (k, x) => exps.set(k, Math.max(exps.get(k) ?? -Infinity, x));
   for (const e of acqs) bump(e.meta.fence, e.meta.exp);
-  for (const e of maybe('lock.renew')) if (e.st === 'indet' || e.res !== null) bump(e.meta.fence, e.st === 'ok' ? parsed(e).expiresAt : e.meta.exp);
+  const renews = [];
+  for (const e of maybe('lock.renew')) {
+    if (e.st === 'indet') renews.push({ fence: e.meta.fence, vt: e.meta.vt, exp: e.meta.exp, answered: false });
+    else if (e.res !== null) renews.push({ fence: e.meta.fence, vt: e.meta.vt, exp: parsed(e).expiresAt, answered: true });
+  }
   for (const e of maybe('lock.renew_many')) {
     const renewed = e.st === 'ok' ? new Map(parsed(e).renewed.map((x) => [x.key, x.expiresAt])) : null;
     for (const l of e.meta.leases) {
-      if (!renewed) bump(l.fence, e.meta.exp);
-      else if (renewed.has(l.key)) bump(l.fence, renewed.get(l.key));
+      if (!renewed) renews.push({ fence: l.fence, vt: e.meta.vt, exp: e.meta.exp, answered: false });
+      else if (renewed.has(l.key)) renews.push({ fence: l.fence, vt: e.meta.vt, exp: renewed.get(l.key), answered: true });
     }
   }
+  for (const r of renews.sort((x, y) => x.vt - y.vt)) if (r.answered || r.vt < (exps.get(r.fence) ?? -Infinity)) bump(r.fence, r.exp);
   const released = byKey(log.filter((e) => e.op === 'lock.release' && (e.st === 'indet' || (e.st === 'ok' && e.res === true))),
     (e) => `${e.meta.key}/${e.meta.fence}`);
   const purges = maybe('maintain');
@@ -1152,6 +1166,20 @@ async function runChecks(db, label) {
 // and the call log (restored afterwards), and require each check to fail.
 // ---------------------------------------------------------------------------
 let selfTesting = false;
+// A lease of a key the load never uses, granted far past every clock of the
+// run (so no other grant or purge touches it), for the forged lock call logs.
+const SELF_TEST_KEY = 'lk-self-test';
+function forgedGrant(vt, fence, at) {
+  log.push({ i: log.length, c: 99, op: 'lock.acquire', st: 'ok', s: at, a: at + 1, ta: Date.now(),
+    res: JSON.stringify({ ownerToken: `forged-${fence}`, fence, expiresAt: vt + LOCK_TTL_MS }),
+    meta: { key: SELF_TEST_KEY, vt, fence, exp: vt + LOCK_TTL_MS } });
+}
+function forgedLease() {
+  const t = log.reduce((m, e) => Math.max(m, e.meta?.vt ?? 0), vnow()) + 100 * LOCK_TTL_MS;
+  const fence = acked('lock.acquire').reduce((m, e) => Math.max(m, e.meta.fence ?? 0), 0) + 1000;
+  forgedGrant(t, fence, tick + 1);
+  return { t, fence };
+}
 async function selfTest() {
   selfTesting = true;
   const db = await connect(DB);
@@ -1201,6 +1229,21 @@ async function selfTest() {
       const g = acked('lock.acquire').find((e) => e.res !== null);
       log.push({ ...g, i: log.length, s: tick + 1, a: tick + 2, meta: { ...g.meta } });
     }],
+    ['lock_fences', () => {
+      // a second grant while a renew in flight at a crash, sent before the
+      // expiry, may still have held the first
+      const { t, fence } = forgedLease();
+      log.push({ i: log.length, c: 99, op: 'lock.renew', st: 'indet', s: tick + 3, a: tick + 4, meta: { key: SELF_TEST_KEY, fence, vt: t + 1, exp: t + 1 + 3 * LOCK_TTL_MS } });
+      forgedGrant(t + LOCK_TTL_MS + 2, fence + 1, tick + 5);
+    }],
+  ];
+  // Call logs that break nothing: each must add no violation.
+  const cleanCases = [
+    ['lock_fences', 'a renew in flight at a crash, sent after its lease expired, then another grant', () => {
+      const { t, fence } = forgedLease();
+      log.push({ i: log.length, c: 99, op: 'lock.renew', st: 'indet', s: tick + 3, a: tick + 4, meta: { key: SELF_TEST_KEY, fence, vt: t + LOCK_TTL_MS + 1, exp: t + 2 * LOCK_TTL_MS + 1 } });
+      forgedGrant(t + LOCK_TTL_MS + 2, fence + 1, tick + 5);
+    }],
   ];
   let missed = 0;
   let caught = 0;
@@ -1228,9 +1271,17 @@ async function selfTest() {
     if (n > 0) caught++; else missed++;
     console.log(`  self-test: ${check} ${n > 0 ? `reports ${n} more` : 'DID NOT NOTICE'}: a forged call-log entry`);
   }
+  for (const [check, what, forge] of cleanCases) {
+    const len = log.length;
+    forge();
+    const n = (await CHECKS[check](db)).length - baseline[check];
+    log.length = len;
+    if (n === 0) caught++; else missed++;
+    console.log(`  self-test: ${check} ${n === 0 ? 'reports nothing more' : `REPORTS ${n} MORE`}: ${what}`);
+  }
   await db.end();
   selfTesting = false;
-  console.log(`self-test: ${caught} of ${caught + missed} corruptions detected`);
+  console.log(`self-test: ${caught} of ${caught + missed} corruptions detected and clean logs passed`);
   return missed;
 }
 

@@ -32,5 +32,12 @@ node -e '
   const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
   const skipped = r.numPendingTests + r.numTodoTests;
   console.log(`vitest: ${r.numPassedTests} passed, ${r.numFailedTests} failed` + (skipped ? `, ${skipped} skipped` : ""));
+  // Each failed case with the first line of its error, so a CI summary names it.
+  for (const file of r.testResults)
+    for (const a of file.assertionResults)
+      if (a.status === "failed") {
+        const why = String((a.failureMessages ?? [])[0] ?? "").split("\n")[0].slice(0, 300);
+        console.log(`vitest: failed: ${require("path").basename(file.name)} > ${a.fullName}: ${why}`);
+      }
 ' "$report" 2>/dev/null || true
 exit $status

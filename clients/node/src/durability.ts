@@ -695,8 +695,7 @@ interface LogFollower {
 
 /**
  * One factory's parked readers by log id, fed by one subscription to the
- * event-log channel: a notification is parsed once and goes only to the
- * readers of its log (payload: the log id, then optionally a space and the
+ * event-log channel: a notification goes only to the readers of its log (payload: the log id, then optionally a space and the
  * appended entries, docs/contract/event-log.md §2.1). A reader whose log id is
  * not known yet (no log when it last read) is woken by every notification.
  */
@@ -755,17 +754,21 @@ class LogFollowers {
     for (const f of [...this.unplaced]) f.notify(undefined)
     const set = this.byLog.get(space < 0 ? payload : payload.slice(0, space))
     if (set === undefined) return
-    let appended: Appended | undefined
-    if (space >= 0) {
-      try {
-        const parsed = JSON.parse(payload.slice(space + 1)) as Partial<Appended> | null
-        if (typeof parsed?.prev === 'string' && Array.isArray(parsed.entries)) appended = parsed as Appended
-      } catch {
-        // not ours to judge: the readers read the log instead
-      }
-    }
-    for (const f of [...set]) f.notify(appended)
+    // Each reader gets chunk objects of its own, as a read would give it: a
+    // consumer that changes a chunk must not change what another reader holds.
+    for (const f of [...set]) f.notify(space < 0 ? undefined : parseAppended(payload.slice(space + 1)))
   }
+}
+
+/** The entries part of an append's notification, or undefined when it is not one (the reader reads instead). */
+function parseAppended(text: string): Appended | undefined {
+  try {
+    const parsed = JSON.parse(text) as Partial<Appended> | null
+    if (typeof parsed?.prev === 'string' && Array.isArray(parsed.entries)) return parsed as Appended
+  } catch {
+    // not ours to judge: the readers read the log instead
+  }
+  return undefined
 }
 
 /** One append as the server takes it: the run, the chunks' JSON and the options' JSON. */

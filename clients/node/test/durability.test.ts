@@ -1,6 +1,6 @@
 /**
  * The durable event log through the StreamDurability adapter (docs/contract/
- * event-log.md §4): E15, E18, E19, E26, and the reaper wake-up M15.
+ * event-log.md §4): E15, E18, E19, E26, E27, and the reaper wake-up M15.
  */
 import { createHash } from 'node:crypto'
 import pg from 'pg'
@@ -115,6 +115,36 @@ describe('event log', () => {
       // a failed expectation must not leave the reader parked past the next case's reset
       controller.abort()
       await consuming.catch(() => undefined)
+      await readers.close()
+    }
+  })
+
+  it('E27 two parked readers of one log in one factory each get chunk objects of their own from a notification', async () => {
+    const producer = durability('e27-run')
+    await producer.append([chunk(1)])
+    const counted = countingPool(pool)
+    const readers = postgresDurability(counted.db, { pollMs: 20_000 })
+    const seen: Array<Array<StreamChunk>> = [[], []]
+    const controller = new AbortController()
+    const consuming = [0, 1].map(async (i) => {
+      for await (const e of readers('e27-run').read('-1', controller.signal)) {
+        seen[i]!.push(e.chunk)
+        // The first reader's consumer changes what it was handed.
+        if (i === 0) (e.chunk as unknown as { delta: string }).delta = 'changed'
+      }
+    })
+    try {
+      await until(() => seen[0]!.length === 1 && seen[1]!.length === 1)
+      const afterReads = counted.count()
+      await producer.append([chunk(2)])
+      await until(() => seen[0]!.length === 2 && seen[1]!.length === 2)
+      // Both took entry 2 from the notification (no read), as separate objects.
+      expect(counted.count()).toBe(afterReads)
+      expect(seen[0]![1]).not.toBe(seen[1]![1])
+      expect((seen[1]![1] as unknown as { delta: string }).delta).toBe('d2')
+    } finally {
+      controller.abort()
+      await Promise.all(consuming.map((c) => c.catch(() => undefined)))
       await readers.close()
     }
   })

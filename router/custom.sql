@@ -684,26 +684,54 @@ BEGIN
 END
 $$;
 
--- The append and, in the same statement, the log id (visible once the log
--- existed before the statement; a new log's first append is announced with
--- 0, which wakes the readers that have no log id yet).
+-- The append and, in the same statement, the log as the statement's snapshot
+-- saw it: before the append, since the read is STABLE. So a new log's first
+-- append is announced with 0 (it wakes the readers that have no log id yet),
+-- and the tail digest is that of the entry just before the appended ones when
+-- the tail is the entry before the first token (another producer's append
+-- committed in between otherwise: then the notice carries no entries).
 CREATE OR REPLACE FUNCTION sandbox_persist._on_event_log_append(part integer, run_id text, chunks json, options json) RETURNS json
 LANGUAGE plproxy AS $p$
     CLUSTER 'sandbox_persist_shards';
     RUN ON part;
     SELECT pg_catalog.json_build_object(
         'r', sandbox_persist.event_log_append(run_id, chunks, options),
-        'log', sandbox_persist.event_log_read(run_id, 0, 0) -> 'logId') AS _on_event_log_append;
+        'before', sandbox_persist.event_log_read_verified(run_id, 0, NULL, 0)) AS _on_event_log_append;
 $p$;
 
+-- The router repeats the shard's notification (docs/contract/event-log.md
+-- §2.1), rebuilt from what it holds: the log id, then, when it fits, the
+-- digest before the entries and the entries ({seq, digest, chunk}: the tokens
+-- with the chunks' own text). The log id alone when the tail the shard call
+-- saw is not the entry before the first token (another producer's append
+-- came in between), when the tokens are bare seqs (the append did not ask
+-- withDigests), or when the whole would not stay under 7900 bytes. In
+-- PL/pgSQL, whose plans are kept: a SQL function is planned on every call.
 CREATE OR REPLACE FUNCTION sandbox_persist._custom_event_log_append(run_id text, chunks json, options json DEFAULT NULL::json) RETURNS json
 LANGUAGE plpgsql AS $$
 DECLARE
     a json := sandbox_persist._on_event_log_append(sandbox_persist._shard_of_run(run_id), run_id, chunks, options);
+    before json := a -> 'before';
+    notice text := coalesce(before ->> 'logId', '0');
+    full_notice text;
 BEGIN
-    IF pg_catalog.json_array_length(a -> 'r') > 0 THEN
-        PERFORM pg_catalog.pg_notify('sandbox_persist_event_log', coalesce(a ->> 'log', '0'));
+    IF pg_catalog.json_array_length(a -> 'r') = 0 THEN
+        RETURN a -> 'r';
     END IF;
+    IF before ->> 'logId' IS NOT NULL AND pg_catalog.json_typeof(a -> 'r' -> 0) = 'object'
+       AND (before ->> 'tail')::bigint = (a -> 'r' -> 0 ->> 'seq')::bigint - 1
+       AND pg_catalog.octet_length(chunks::text) < 7900 THEN
+        SELECT notice || ' {"prev":"' || (before ->> 'tailDigest') || '","entries":[' ||
+               pg_catalog.string_agg(pg_catalog.format('{"seq":%s,"digest":"%s","chunk":%s}',
+                   t.v ->> 'seq', t.v ->> 'digest', c.v::text), ',' ORDER BY t.i) || ']}'
+          INTO full_notice
+          FROM pg_catalog.json_array_elements(a -> 'r') WITH ORDINALITY AS t(v, i)
+          JOIN pg_catalog.json_array_elements(chunks) WITH ORDINALITY AS c(v, i) USING (i);
+        IF pg_catalog.octet_length(full_notice) < 7900 THEN
+            notice := full_notice;
+        END IF;
+    END IF;
+    PERFORM pg_catalog.pg_notify('sandbox_persist_event_log', notice);
     RETURN a -> 'r';
 END
 $$;

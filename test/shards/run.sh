@@ -2,7 +2,8 @@
 # The shards suite: a PL/Proxy router and two shard clusters on loopback
 # (scripts/shards.sh), then through the router
 #   1. the routing table against the shard's catalog (a function without a
-#      route, or a route without a function, fails the install),
+#      route, or a route without a function, fails the install), and an
+#      append's notification on the router against the shard's (E15),
 #   2. the pgTAP store suites that use the SQL interface only (STORE_SUITES),
 #   3. the fan-out suite test/shards/fanout.sql (placement, merges, id-only
 #      reads, blobs on the shards of their references, errors),
@@ -50,10 +51,7 @@ STORE_SUITES=${STORE_SUITES:-"blobs checkpoints claims generation_runs instances
 #              pg_cron job is judged on that shard
 #   CD8        compares the stored conversation columns of two threads by reading
 #              sandbox_persist.checkpoints directly (the router has no such table)
-#   E26, E27   count that a caught-up reader takes notified entries without a read:
-#              the router re-notifies an append with the log id alone (router/custom.sql),
-#              so a routed reader reads after each append (docs/sharding.md)
-NODE_EXCLUDED='E26 a parked reader takes|E27 two parked readers|M26 a failing pg_cron run|M27 maintenance that has not completed|L11 a committed release|E15 a committed append|L16 losing the lease row|L16 reaching the local deadline|M15 maintain|B20 objects above|SIGKILL the producer|H6 a session terminated mid-call|X26 a row held by a transaction left open|E22 L21 shutdown|E23 a POST that repeats|T14 a reader|T15 a reader|T17 a writer fence|T18 withLock|CD8 an extending conversation'
+NODE_EXCLUDED='M26 a failing pg_cron run|M27 maintenance that has not completed|L11 a committed release|E15 a committed append|L16 losing the lease row|L16 reaching the local deadline|M15 maintain|B20 objects above|SIGKILL the producer|H6 a session terminated mid-call|X26 a row held by a transaction left open|E22 L21 shutdown|E23 a POST that repeats|T14 a reader|T15 a reader|T17 a writer fence|T18 withLock|CD8 an extending conversation'
 
 failures=()
 fail() { failures+=("$1"); echo "FAILED: $1" >&2; }
@@ -94,6 +92,38 @@ else
 fi
 rm -rf "$tmp"
 echo "routes: $routes_ok of 3 checks passed"
+
+# 1b. E15 through the router: an append's notification there is the one the
+# shard sends (docs/sharding.md). The same appends to a log on the router and
+# to another straight on shard 0 (digests depend on seq and chunk text only),
+# each session listening where it appends; the payloads must agree after the
+# log id. A log's first append is announced as 0 on the router, and a repeated
+# producer append (its tokens are not at the tail) with the log id alone.
+notices() { # dsn run: the payloads of three appends to a new log
+    psql -X -q -At -d "$1" -c "LISTEN sandbox_persist_event_log" \
+        -c "SELECT 1 FROM sandbox_persist.event_log_append('$2', '[{\"a\" : 1}]', '{\"withDigests\":true}')" \
+        -c "SELECT 1 FROM sandbox_persist.event_log_append('$2', '[ {\"b\":[ 2 ] }, {\"t\":\"x\"}]', '{\"producerId\":\"00000000-0000-4000-8000-000000000001\",\"producerSeq\":1,\"withDigests\":true}')" \
+        -c "SELECT 1 FROM sandbox_persist.event_log_append('$2', '[ {\"b\":[ 2 ] }, {\"t\":\"x\"}]', '{\"producerId\":\"00000000-0000-4000-8000-000000000001\",\"producerSeq\":1,\"withDigests\":true}')" \
+        2>&1 | sed -n 's/^Asynchronous notification "sandbox_persist_event_log" with payload "\(.*\)" received from server process.*/\1/p'
+}
+notify_ok=0
+routed=$(notices "$PGDATABASE" e15-routed)
+direct=$(notices "$SHARD_0_DSN" e15-direct)
+routed_id=$(psql -X -At -c "SELECT sandbox_persist.event_log_read('e15-routed', 0, 0) ->> 'logId'")
+direct_id=$(psql -X -At -d "$SHARD_0_DSN" -c "SELECT sandbox_persist.event_log_read('e15-direct', 0, 0) ->> 'logId'")
+second() { sed -n 2p <<<"$1" | cut -d' ' -f2-; }
+if [ "$(sed -n 2p <<<"$routed" | cut -d' ' -f1)" = "$routed_id" ] && [ -n "$(second "$direct")" ] &&
+    [ "$(second "$routed")" = "$(second "$direct")" ]; then
+    notify_ok=$((notify_ok + 1))
+else
+    fail "notify: the router's payload differs from the shard's: routed '$(sed -n 2p <<<"$routed")', direct '$(sed -n 2p <<<"$direct")'"
+fi
+if [ "$(sed -n 1p <<<"$routed")" = 0 ] && [ "$(sed -n 3p <<<"$routed")" = "$routed_id" ] && [ "$(wc -l <<<"$routed")" = 3 ]; then
+    notify_ok=$((notify_ok + 1))
+else
+    fail "notify: a first or a repeated append through the router: '$(tr '\n' '|' <<<"$routed")' (log $routed_id, direct $direct_id)"
+fi
+echo "notify: $notify_ok of 2 checks passed"
 
 # Test helpers: table mirrors and shard_test on the router, shard_test.exec on each shard.
 for ((i = 0; i < SHARD_COUNT; i++)); do
@@ -145,5 +175,5 @@ fi
 elapsed=$(($(date +%s) - started))
 status=pass
 [ ${#failures[@]} -eq 0 ] || status="FAIL (${failures[*]})"
-echo "summary: shards: $status; routes $routes_ok/3; pgTAP ${pgtap_line}; node ${node_line}; ${xs_line:-cross-shard: no summary}; ${elapsed}s"
+echo "summary: shards: $status; routes $routes_ok/3; notify $notify_ok/2; pgTAP ${pgtap_line}; node ${node_line}; ${xs_line:-cross-shard: no summary}; ${elapsed}s"
 [ ${#failures[@]} -eq 0 ]

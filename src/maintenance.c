@@ -477,7 +477,7 @@ MaintWatchdog(int64 now, int64 max_rows)
 		SpAppendString(&payload, SpGetText(i, SpColumn("run_id")));
 		appendStringInfoChar(&payload, '}');
 		/* a notification payload must stay under 8000 bytes */
-		if (payload.len < 7900)
+		if (payload.len < SP_NOTIFY_PAYLOAD_MAX)
 			Async_Notify(SP_CHANNEL_ATTENTION, payload.data);
 	}
 	return n;

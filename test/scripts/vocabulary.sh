@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 12 item 2, one vocabulary: the run and interrupt statuses, the
-# content-address key rule, the NOTIFY channels, the lock key prefixes and the
-# SP error table have one home in C (src/contract.h, src/errors.h). This test
-# compiles test/scripts/vocabulary_dump.c against those headers and checks
+# content-address key rule, the NOTIFY channels and payload bound, the lock
+# key prefixes and the SP error table have one home in C (src/contract.h,
+# src/errors.h). This test compiles test/scripts/vocabulary_dump.c against those headers and checks
 # every other place that names them:
 #   the installed catalog   CHECK constraints, partial-index predicates, the
 #                           views and SQL functions (status literals, lock key
@@ -10,6 +10,7 @@
 #                           overview's runs_<status> columns)
 #   the C sources           no file but the two headers spells a status, a
 #                           channel, a prefix, an SP code or a code name
+#   the router              router/custom.sql's notice bounds are the payload bound
 #   the Node adapter        the SQLSTATE table and code unions of errors.ts,
 #                           InterruptStatus, the terminal set, the channels,
 #                           and RunStatus/TerminalRunStatus of @tanstack/ai
@@ -270,6 +271,17 @@ check_all() {
         sed 's/^/router: /' >>"$t/x" || true
     report_empty "SQL: no detail starts with a code name (the SQLSTATE carries the code)" "$t/x"
 
+    # The notification payload bound: contract.h's, in the router's notice and
+    # in no C file as a bare number.
+    local bound
+    bound=$(awk -F'\t' '$1 == "notify_payload_max" { print $2 }' "$cdump")
+    grep -noE "octet_length\([^)]*\) *(<|>=) *[0-9]+" "$tree/router/custom.sql" |
+        awk -v b="$bound" '{ n = $NF; sub(/.*[<=] */, "", n); if (n != b) print "router/custom.sql:" $0 " (not " b ")" }' >"$t/x"
+    grep -qE "octet_length\([^)]*\) *< *[0-9]+" "$tree/router/custom.sql" ||
+        echo "no payload bound found in router/custom.sql (the extraction broke)" >>"$t/x"
+    grep -nwE "$bound" "$tree/src/"*.c | sed 's/^/C: /' >>"$t/x" || true
+    report_empty "the NOTIFY payload bound SP_NOTIFY_PAYLOAD_MAX: the router's notice uses it, no C file spells it" "$t/x"
+
     # The Node adapter.
     local ts="$tree/clients/node/src"
     sed -nE "s/^[[:space:]]*(SP[0-9]{3}): \{ code: '([A-Z0-9_]+)'.*/\1 \2/p" "$ts/error_codes.ts" | sorted >"$t/x"
@@ -378,6 +390,10 @@ mutation() {
     fi
 }
 
+mutation "the NOTIFY payload bound changed in contract.h only" src/contract.h \
+    's/(define SP_NOTIFY_PAYLOAD_MAX) 7900/\1 7800/'
+mutation "the NOTIFY payload bound spelt as a number in a C file" src/maintenance.c \
+    's/SP_NOTIFY_PAYLOAD_MAX/7900/'
 mutation "a run status renamed in contract.h only" src/contract.h \
     's/^#define SP_RUN_ABORTED "aborted"/#define SP_RUN_ABORTED "cancelled"/'
 mutation "an interrupt status renamed in contract.h only" src/contract.h \

@@ -63,6 +63,7 @@ main(void)
 	DumpList("lock_prefix", lock_prefixes, 2);
 	printf("chunk_run_error\t%s\n", SP_CHUNK_RUN_ERROR);
 	printf("producer_lost_code\t%s\n", SP_PRODUCER_LOST_CODE);
+	printf("notify_payload_max\t%d\n", SP_NOTIFY_PAYLOAD_MAX);
 	SP_ERROR_TABLE(DUMP_ERROR)
 	SP_ERROR_TABLE(DUMP_ERROR_HINT)
 	return 0;

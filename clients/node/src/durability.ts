@@ -695,9 +695,10 @@ interface LogFollower {
 
 /**
  * One factory's parked readers by log id, fed by one subscription to the
- * event-log channel: a notification goes only to the readers of its log (payload: the log id, then optionally a space and the
- * appended entries, docs/contract/event-log.md §2.1). A reader whose log id is
- * not known yet (no log when it last read) is woken by every notification.
+ * event-log channel: a notification goes only to the readers of its log
+ * (payload: the log id, then optionally a space and the appended entries,
+ * docs/contract/event-log.md §2.1). A reader whose log id is not known yet
+ * (no log when it last read) is woken by every notification.
  */
 class LogFollowers {
   private readonly byLog = new Map<string, Set<LogFollower>>()

@@ -2,8 +2,8 @@
 # Issue 12 item 2, one vocabulary: the run and interrupt statuses, the
 # content-address key rule, the NOTIFY channels and payload bound, the lock
 # key prefixes and the SP error table have one home in C (src/contract.h,
-# src/errors.h). This test compiles test/scripts/vocabulary_dump.c against those headers and checks
-# every other place that names them:
+# src/errors.h). This test compiles test/scripts/vocabulary_dump.c against
+# those headers and checks every other place that names them:
 #   the installed catalog   CHECK constraints, partial-index predicates, the
 #                           views and SQL functions (status literals, lock key
 #                           prefixes, the content-key regular expression, the

@@ -99,12 +99,12 @@ echo "routes: $routes_ok of 3 checks passed"
 # each session listening where it appends; the payloads must agree after the
 # log id. A log's first append is announced as 0 on the router, and a repeated
 # producer append (its tokens are not at the tail) with the log id alone.
-notices() { # dsn run: the payloads of three appends to a new log
+notices() { # dsn run: the payloads of three appends to a new log (the last repeats the second)
+    local producer_append="SELECT 1 FROM sandbox_persist.event_log_append('$2', '[ {\"b\":[ 2 ] }, {\"t\":\"x\"}]',
+        '{\"producerId\":\"00000000-0000-4000-8000-000000000001\",\"producerSeq\":1,\"withDigests\":true}')"
     psql -X -q -At -d "$1" -c "LISTEN sandbox_persist_event_log" \
         -c "SELECT 1 FROM sandbox_persist.event_log_append('$2', '[{\"a\" : 1}]', '{\"withDigests\":true}')" \
-        -c "SELECT 1 FROM sandbox_persist.event_log_append('$2', '[ {\"b\":[ 2 ] }, {\"t\":\"x\"}]', '{\"producerId\":\"00000000-0000-4000-8000-000000000001\",\"producerSeq\":1,\"withDigests\":true}')" \
-        -c "SELECT 1 FROM sandbox_persist.event_log_append('$2', '[ {\"b\":[ 2 ] }, {\"t\":\"x\"}]', '{\"producerId\":\"00000000-0000-4000-8000-000000000001\",\"producerSeq\":1,\"withDigests\":true}')" \
-        2>&1 | sed -n 's/^Asynchronous notification "sandbox_persist_event_log" with payload "\(.*\)" received from server process.*/\1/p'
+        -c "$producer_append" -c "$producer_append" 2>&1 | sed -n 's/^Asynchronous notification "sandbox_persist_event_log" with payload "\(.*\)" received from server process.*/\1/p'
 }
 notify_ok=0
 routed=$(notices "$PGDATABASE" e15-routed)

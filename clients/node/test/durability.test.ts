@@ -31,6 +31,29 @@ async function listen(channel: string): Promise<{ client: pg.Client; payloads: s
   return { client, payloads }
 }
 
+/**
+ * `n` readers of `runId` from '-1' in one factory over a counting pool (a
+ * read is a counted query); `stop` aborts them and closes the factory.
+ */
+function parkedReaders(runId: string, n: number, onEntry: (reader: number, entry: { offset: string; chunk: StreamChunk }) => void) {
+  const counted = countingPool(pool)
+  const readers = postgresDurability(counted.db, { pollMs: 20_000 })
+  const controller = new AbortController()
+  const consuming = Array.from({ length: n }, async (_, i) => {
+    for await (const e of readers(runId).read('-1', controller.signal)) onEntry(i, e)
+  })
+  return {
+    count: counted.count,
+    ended: () => Promise.all(consuming),
+    // a failed expectation must not leave a reader parked past the next case's reset
+    async stop() {
+      controller.abort()
+      await Promise.all(consuming.map((c) => c.catch(() => undefined)))
+      await readers.close()
+    },
+  }
+}
+
 describe('event log', () => {
   it('E15 a committed append or close notifies sandbox_persist_event_log with the log id (an append also with its entries when they fit); a rolled-back one does not', async () => {
     const { client, payloads } = await listen('sandbox_persist_event_log')
@@ -80,24 +103,19 @@ describe('event log', () => {
   it('E26 a parked reader takes the entries a notification carries without a read; a gap, a rewritten history or an oversized append makes it read', async () => {
     const producer = durability('e26-run')
     await producer.append([chunk(1)])
-    const counted = countingPool(pool)
-    const readers = postgresDurability(counted.db, { pollMs: 20_000 })
     const seen: string[] = []
-    const controller = new AbortController()
-    const consuming = (async () => {
-      for await (const e of readers('e26-run').read('-1', controller.signal)) seen.push(e.offset)
-    })()
+    const readers = parkedReaders('e26-run', 1, (_, e) => seen.push(e.offset))
     try {
       await until(() => seen.length === 1)
-      const afterFirstRead = counted.count()
+      const afterFirstRead = readers.count()
       const offsets = [...(await producer.append([chunk(2)])), ...(await producer.append([chunk(3), chunk(4)]))]
       await until(() => seen.length === 4)
       // Only the first read went to the server: the three entries came with their notifications.
-      expect(counted.count()).toBe(afterFirstRead)
+      expect(readers.count()).toBe(afterFirstRead)
       // An append too large for a payload is announced by id alone: the reader reads it.
       offsets.push(...(await producer.append([{ ...chunk(5), delta: 'y'.repeat(7900) } as unknown as StreamChunk])))
       await until(() => seen.length === 5)
-      expect(counted.count()).toBe(afterFirstRead + 1)
+      expect(readers.count()).toBe(afterFirstRead + 1)
       // A notification that does not continue what the reader holds (here: sent
       // by hand, skipping seq 6) is not taken: the reader reads instead.
       // (the log id through the API, so the case holds through the router too)
@@ -105,48 +123,38 @@ describe('event log', () => {
       await pool.query(`SELECT pg_notify('sandbox_persist_event_log', $1)`, [
         `${row!.log_id} {"prev":"0000000000000000","entries":[{"seq":7,"digest":"0000000000000001","chunk":{"type":"FORGED"}}]}`,
       ])
-      await until(() => counted.count() === afterFirstRead + 2)
+      await until(() => readers.count() === afterFirstRead + 2)
       offsets.push(...(await producer.append([chunk(6)])))
       await until(() => seen.length === 6)
       await producer.close()
-      await consuming
+      await readers.ended()
       expect(seen).toEqual([...(await producer.snapshot()).map((e) => e.offset)])
       expect(seen.slice(1)).toEqual(offsets)
     } finally {
-      // a failed expectation must not leave the reader parked past the next case's reset
-      controller.abort()
-      await consuming.catch(() => undefined)
-      await readers.close()
+      await readers.stop()
     }
   })
 
   it('E27 two parked readers of one log in one factory each get chunk objects of their own from a notification', async () => {
     const producer = durability('e27-run')
     await producer.append([chunk(1)])
-    const counted = countingPool(pool)
-    const readers = postgresDurability(counted.db, { pollMs: 20_000 })
     const seen: Array<Array<StreamChunk>> = [[], []]
-    const controller = new AbortController()
-    const consuming = [0, 1].map(async (i) => {
-      for await (const e of readers('e27-run').read('-1', controller.signal)) {
-        seen[i]!.push(e.chunk)
-        // The first reader's consumer changes what it was handed.
-        if (i === 0) (e.chunk as unknown as { delta: string }).delta = 'changed'
-      }
+    const readers = parkedReaders('e27-run', 2, (i, e) => {
+      seen[i]!.push(e.chunk)
+      // The first reader's consumer changes what it was handed.
+      if (i === 0) (e.chunk as unknown as { delta: string }).delta = 'changed'
     })
     try {
       await until(() => seen[0]!.length === 1 && seen[1]!.length === 1)
-      const afterReads = counted.count()
+      const afterReads = readers.count()
       await producer.append([chunk(2)])
       await until(() => seen[0]!.length === 2 && seen[1]!.length === 2)
       // Both took entry 2 from the notification (no read), as separate objects.
-      expect(counted.count()).toBe(afterReads)
+      expect(readers.count()).toBe(afterReads)
       expect(seen[0]![1]).not.toBe(seen[1]![1])
       expect((seen[1]![1] as unknown as { delta: string }).delta).toBe('d2')
     } finally {
-      controller.abort()
-      await Promise.all(consuming.map((c) => c.catch(() => undefined)))
-      await readers.close()
+      await readers.stop()
     }
   })
 

@@ -43,7 +43,7 @@ OBJS = \
 	src/metadata.o \
 	src/generation_runs.o \
 	src/artifacts.o \
-	src/zstd_codec.o \
+	src/blob_codec.o \
 	src/blob_storage.o \
 	src/blobs.o \
 	src/blob_uploads.o \
@@ -76,7 +76,7 @@ ISOLATION_OPTS = --inputdir=test --load-extension=sandbox_persist
 
 PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \
 	-Wno-missing-field-initializers -Wno-cast-function-type
-SHLIB_LINK += -lzstd
+SHLIB_LINK += -lzstd -llz4
 
 # Debian's server headers enable JIT bitcode, which needs clang; we do not ship any.
 override with_llvm = no

@@ -108,7 +108,7 @@ fi
 # Build dependencies, as CI installs them on a fresh Debian 12 machine.
 need=()
 # A chroot also gets the compiler and the named majors' headers (PG_MAJORS).
-pkgs=(debhelper postgresql-server-dev-all libzstd-dev dpkg-dev lintian)
+pkgs=(debhelper postgresql-server-dev-all liblz4-dev libzstd-dev dpkg-dev lintian)
 if [ -n "${SANDBOX_PERSIST_DEB_IN_CHROOT:-}" ]; then
     pkgs+=(build-essential)
     for m in ${PG_MAJORS:-}; do pkgs+=("postgresql-server-dev-$m"); done

@@ -36,7 +36,7 @@ esac
 
 PACKAGES=(
     "postgresql-$MAJOR" "postgresql-server-dev-$MAJOR" "postgresql-$MAJOR-cron" "postgresql-$MAJOR-pgtap"
-    libtap-parser-sourcehandler-pgtap-perl libzstd-dev make gcc
+    libtap-parser-sourcehandler-pgtap-perl liblz4-dev libzstd-dev make gcc
     # patch(1): the upgrade suite patches the old releases it builds (test/upgrade/release_lib.sh)
     patch
 )

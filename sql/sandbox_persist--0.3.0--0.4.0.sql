@@ -982,6 +982,24 @@ BEGIN
 END
 $$;
 
+------------------------------------------------------------------------------
+-- Blobs written with lz4 (issue 22 item 3). sandbox_persist.blob_codec picks
+-- the codec of new chunks and inline objects, zstd (1, as before) or lz4
+-- (2), and each row records its own, so the two constraints that admitted
+-- only raw (0) and zstd (1) now admit 2 as well. Rows already stored keep
+-- their codec and read as before; the re-check scans blob_chunks and blobs
+-- without reading their TOAST. The library refuses to write lz4 into a
+-- schema older than this one (BLOB_LZ4_SINCE in src/blobs.h).
+------------------------------------------------------------------------------
+ALTER TABLE blob_chunks
+    DROP CONSTRAINT blob_chunks_codec_check,
+    ADD CONSTRAINT blob_chunks_codec_check CHECK (codec IN (0, 1, 2));
+ALTER TABLE blobs
+    DROP CONSTRAINT blobs_inline_codec,
+    ADD CONSTRAINT blobs_inline_codec CHECK (inline_codec IN (0, 1, 2));
+COMMENT ON TABLE blob_chunks IS
+    'The bytes of blob versions, cut into chunks each stored raw, zstd- or lz4-compressed (the codec recorded per chunk); a range read decodes only the chunks it overlaps.';
+
 -- Sections are added above this line, one per change, each opened by a
 -- comment block that says what it changes and why.
 

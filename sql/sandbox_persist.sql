@@ -1702,12 +1702,12 @@ CREATE TABLE sandbox_persist.blob_chunks (
     raw_length integer NOT NULL,
     codec smallint NOT NULL,
     data bytea NOT NULL,
-    CONSTRAINT blob_chunks_codec_check CHECK ((codec = ANY (ARRAY[0, 1]))),
+    CONSTRAINT blob_chunks_codec_check CHECK ((codec = ANY (ARRAY[0, 1, 2]))),
     CONSTRAINT blob_chunks_raw_length_check CHECK ((raw_length > 0))
 );
 ALTER TABLE ONLY sandbox_persist.blob_chunks ALTER COLUMN data SET STORAGE EXTERNAL;
 
-COMMENT ON TABLE sandbox_persist.blob_chunks IS 'The bytes of blob versions, cut into chunks each stored raw or zstd-compressed; a range read decodes only the chunks it overlaps.';
+COMMENT ON TABLE sandbox_persist.blob_chunks IS 'The bytes of blob versions, cut into chunks each stored raw, zstd- or lz4-compressed (the codec recorded per chunk); a range read decodes only the chunks it overlaps.';
 
 -- sequence blob_etags
 CREATE SEQUENCE sandbox_persist.blob_etags
@@ -1759,7 +1759,7 @@ CREATE TABLE sandbox_persist.blobs (
     replaced_version bigint,
     inline_codec smallint,
     inline_data bytea,
-    CONSTRAINT blobs_inline_codec CHECK ((inline_codec = ANY (ARRAY[0, 1]))),
+    CONSTRAINT blobs_inline_codec CHECK ((inline_codec = ANY (ARRAY[0, 1, 2]))),
     CONSTRAINT blobs_inline_whole CHECK (((inline_codec IS NULL) = (inline_data IS NULL))),
     CONSTRAINT blobs_size_check CHECK ((size >= 0))
 );

@@ -223,9 +223,9 @@ BlobWriteChunks(int64 version, int64 offset, const char *data, int64 len, int ch
  * object (stored the same way), to dst when not NULL and feed them to hash
  * when not NULL. A raw chunk is stored uncompressed and out of line (STORAGE
  * EXTERNAL), so PostgreSQL fetches just the TOAST pieces covering the slice;
- * a zstd chunk is decoded whole, straight into dst when all of it is wanted
- * (a whole read then copies each byte once). The stored length is checked
- * against raw_length first.
+ * a compressed chunk (zstd or lz4) is decoded whole, straight into dst when
+ * all of it is wanted (a whole read then copies each byte once). The stored
+ * length is checked against raw_length first; an unknown codec is corruption.
  */
 void
 BlobSliceStored(int codec, Datum data, int32 raw_length, int64 start, int64 len, char *dst,
@@ -251,27 +251,22 @@ BlobSliceStored(int codec, Datum data, int32 raw_length, int64 start, int64 len,
 							   len, (Size) VARSIZE_ANY_EXHDR(stored))));
 		bytes = VARDATA_ANY(stored);
 	}
-	else if (codec == BLOB_CODEC_ZSTD)
+	else
 	{
 		stored = DatumGetByteaPP(data);
 		if (dst != NULL && start == 0 && len == raw_length)
 		{
-			BlobDecodeZstd(VARDATA_ANY(stored), VARSIZE_ANY_EXHDR(stored), raw_length, dst);
+			BlobDecodeChunk(codec, VARDATA_ANY(stored), VARSIZE_ANY_EXHDR(stored), raw_length, dst);
 			bytes = dst;
 		}
 		else
 		{
 			char	   *raw = palloc(Max(raw_length, 1));
 
-			BlobDecodeZstd(VARDATA_ANY(stored), VARSIZE_ANY_EXHDR(stored), raw_length, raw);
+			BlobDecodeChunk(codec, VARDATA_ANY(stored), VARSIZE_ANY_EXHDR(stored), raw_length, raw);
 			bytes = raw + start;
 		}
 	}
-	else
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("stored blob chunk is corrupt"),
-				 errdetail("Unknown codec %d.", codec)));
 	if (dst != NULL && bytes != dst)
 		memcpy(dst, bytes, len);
 	if (hash != NULL && pg_cryptohash_update(hash, (const uint8 *) bytes, len) < 0)

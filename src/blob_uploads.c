@@ -209,6 +209,7 @@ blob_upload_append(PG_FUNCTION_ARGS)
 				 errhint("Send the body as several pieces of at most %d bytes each.",
 						 BLOB_PIECE_MAX_BYTES)));
 	now = SpNowMs(fcinfo, 3);
+	BlobRequireCodecSchema("blob_upload_append");
 
 	SPI_connect();
 	BlobLockUpload(upload_id, &up);
@@ -254,6 +255,7 @@ blob_upload_commit(PG_FUNCTION_ARGS)
 	int			tail_len;
 
 	SpRequireSchema(BLOB_LAYOUT_SINCE, "blob_upload_commit");
+	BlobRequireCodecSchema("blob_upload_commit");
 	upload_id = BlobUploadIdArg(fcinfo, 0);
 	now = SpNowMs(fcinfo, 1);
 	SPI_connect();

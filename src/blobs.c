@@ -113,6 +113,7 @@ blob_put(PG_FUNCTION_ARGS)
 	int64		size;
 
 	SpRequireSchema(BLOB_LAYOUT_SINCE, "blob_put");
+	BlobRequireCodecSchema("blob_put");
 	key = BlobCheckKeyArg(fcinfo, 0);
 	SpCheckArgNotNull(fcinfo, 1, "body", "An empty object is an empty bytea, not NULL.", SP_CHECK_PLAIN);
 	body = PG_GETARG_BYTEA_PP(1);

@@ -18,8 +18,14 @@
 
 #include "common/cryptohash.h"
 
+/*
+ * The codec of a stored chunk or inline object, recorded in its row
+ * (blob_chunks.codec, blobs.inline_codec). sandbox_persist.blob_codec takes
+ * the value of ZSTD or LZ4 for new writes; RAW is kept where neither shrinks.
+ */
 #define BLOB_CODEC_RAW 0
 #define BLOB_CODEC_ZSTD 1
+#define BLOB_CODEC_LZ4 2
 
 /* Largest value of sandbox_persist.blob_chunk_size (a chunk, and an upload's tail). */
 #define BLOB_CHUNK_SIZE_MAX (16 * 1024 * 1024)
@@ -44,6 +50,7 @@
 extern int	sp_blob_chunk_size;
 extern int	sp_blob_inline_max;
 extern int	sp_zstd_level;
+extern int	sp_blob_codec;
 extern int	sp_blob_max_read;
 extern int	sp_blob_gc_grace_s;
 
@@ -55,9 +62,10 @@ typedef struct BlobOptions
 	int			custom_metadata_len;
 } BlobOptions;
 
-/* zstd_codec.c */
+/* blob_codec.c */
 extern int	BlobEncodeChunk(const char *src, int len, bytea **out);
-extern void BlobDecodeZstd(const char *src, int srclen, int raw_length, char *dst);
+extern void BlobDecodeChunk(int codec, const char *src, int srclen, int raw_length, char *dst);
+extern void BlobRequireCodecSchema(const char *function);
 
 /* blob_storage.c */
 extern char *BlobCheckKeyArg(FunctionCallInfo fcinfo, int argno);
@@ -93,5 +101,8 @@ extern void BlobAppendRecord(StringInfo buf, int row, int first_col);
  * (SpRequireSchema, schema_version.c).
  */
 #define BLOB_LAYOUT_SINCE	"0.3.0"
+
+/* The first schema whose codec constraints admit BLOB_CODEC_LZ4. */
+#define BLOB_LZ4_SINCE		"0.4.0"
 
 #endif							/* SANDBOX_PERSIST_BLOBS_H */

@@ -17,7 +17,8 @@
 # and a 64 KiB range read of the largest object against bytea substring.
 #
 # QUICK=1 shrinks every workload (whole suite well under a minute);
-# BENCH_SYNC=on|off sets synchronous_commit (default off). Works in its own
+# BENCH_SYNC=on|off sets synchronous_commit (default off); BENCH_BLOB_CODECS
+# the codecs of ours to measure, each a full pass (default "zstd lz4"). Works in its own
 # database (sp_bench_suite_blobs), dropped at the end. Needs a superuser
 # (pg_read_binary_file, TRUNCATE of the extension's tables).
 set -euo pipefail
@@ -36,6 +37,7 @@ else
     REPS=3 SRC_FILES=2000 LIB_BYTES=$((40 * 1000 * 1000)) N4K=1000 N1M=24 N64M=1 RANGE_READS=30
 fi
 LIB_MAX=$((8 * 1024 * 1024))
+CODECS=${BENCH_BLOB_CODECS:-zstd lz4}
 export PGOPTIONS="${PGOPTIONS:-} -c synchronous_commit=$SYNC -c client_min_messages=warning"
 
 log() { echo "blobs: $*" >&2; }
@@ -236,14 +238,23 @@ range_reads() {  # w name: 64 KiB reads of object 1 of workload w, left in place
 }
 
 echo -e "fact\tblob settings\t$(val "LOAD 'sandbox_persist'; SELECT format('chunk %s, zstd level %s, synchronous_commit %s', current_setting('sandbox_persist.blob_chunk_size'), current_setting('sandbox_persist.zstd_level'), current_setting('synchronous_commit'))")"
-workload src "source files"
-workload lib "shared libraries"
-workload 4k "4 KiB objects"
-workload 1m "1 MiB objects"
-if [ "$N64M" -gt 0 ]; then
-    workload 64m "64 MiB objects"
-    range_reads 64m "a 64 MiB object"
-else
-    range_reads 1m "a 1 MiB object"
-fi
+# Every workload once per codec of ours (sandbox_persist.blob_codec), the
+# baselines measured again beside each: the default zstd under the plain
+# workload names, lz4 under "<name> (lz4)".
+BASE_PGOPTIONS=$PGOPTIONS
+for codec in $CODECS; do
+    export PGOPTIONS="$BASE_PGOPTIONS -c sandbox_persist.blob_codec=$codec"
+    suffix=$([ "$codec" = zstd ] || echo " ($codec)")
+    log "codec $codec"
+    workload src "source files$suffix"
+    workload lib "shared libraries$suffix"
+    workload 4k "4 KiB objects$suffix"
+    workload 1m "1 MiB objects$suffix"
+    if [ "$N64M" -gt 0 ]; then
+        workload 64m "64 MiB objects$suffix"
+        range_reads 64m "a 64 MiB object$suffix"
+    else
+        range_reads 1m "a 1 MiB object$suffix"
+    fi
+done
 log done

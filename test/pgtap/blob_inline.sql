@@ -211,7 +211,7 @@ SELECT pg_temp.rejects($$SELECT * FROM sandbox_persist.blob_get('b30/zstd', 10, 
 SELECT pg_temp.rejects($$SELECT * FROM sandbox_persist.blob_get('b30/raw', 0, 1)$$, 'XX001', 'B30.3 a ranged read of a truncated raw inline object');
 SELECT throws_ok($$UPDATE sandbox_persist.blobs SET inline_codec = NULL WHERE blob_key = 'b30/raw'$$, '23514', NULL,
     'B30.4 inline bytes without a codec are refused by the table');
-SELECT throws_ok($$UPDATE sandbox_persist.blobs SET inline_codec = 2 WHERE blob_key = 'b30/raw'$$, '23514', NULL,
+SELECT throws_ok($$UPDATE sandbox_persist.blobs SET inline_codec = 3 WHERE blob_key = 'b30/raw'$$, '23514', NULL,
     'B30.5 an unknown inline codec is refused by the table');
 
 ------------------------------------------------------------------------------

@@ -668,7 +668,12 @@ async function connect(db) {
 
 // Run the load for ms milliseconds on CLIENTS clients plus one maintenance client.
 async function runLoad(ms, clients, stopSignal) {
-  for (const cl of clients) cl.db = await connect(DB);
+  for (const cl of clients) {
+    cl.db = await connect(DB);
+    // Half the clients write their blobs with lz4, the rest with zstd: every
+    // client reads both, so the blob checks cover objects of either codec.
+    if (cl.id % 2 === 1) await cl.db.query('SET sandbox_persist.blob_codec = lz4');
+  }
   const deadline = Date.now() + ms;
   const worker = async (cl) => {
     try {

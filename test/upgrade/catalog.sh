@@ -100,6 +100,23 @@ END
 \$\$;
 SQL
 }
+# sv_blob_probe TAG CODEC: SQL that puts a 5000-byte object with
+# sandbox_persist.blob_codec = CODEC and prints "TAG: served" or the refusal.
+sv_blob_probe() {
+    cat <<SQL
+DO \$\$
+DECLARE st text; msg text; hint text;
+BEGIN
+    PERFORM set_config('sandbox_persist.blob_codec', '$2', true);
+    PERFORM sandbox_persist.blob_put('sv5-probe/$2', convert_to(repeat('lz4 or zstd ', 500), 'UTF8'));
+    RAISE NOTICE '$1: served';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT;
+    RAISE NOTICE '$1: % % / %', st, msg, hint;
+END
+\$\$;
+SQL
+}
 REFUSED="55000 the sandbox_persist schema of this database is older than its library / Run ALTER EXTENSION sandbox_persist UPDATE."
 sv=$(sv_probe sv | psql -X -A -t -d "$UPGRADED" 2>&1)
 if [ "$old_lib" = 1 ]; then
@@ -132,6 +149,17 @@ if [ "$old_lib" = 1 ]; then
 else
     grep -qF "sv: served" <<<"$sv" || fail "SV2 checkpoint_get on a $FROM schema with the current library: $sv"
     echo "ok SV2 the current library serves checkpoint_get on a $FROM schema (the layout it needs)"
+    # SV5: the codec constraints of a schema before 0.4.0 admit no lz4
+    # (BLOB_LZ4_SINCE), so the library refuses to write it there, before
+    # anything is stored, and writes zstd as before.
+    sv=$( { sv_blob_probe sv5_lz4 lz4; sv_blob_probe sv5_zstd zstd; } | psql -X -A -t -d "$UPGRADED" 2>&1)
+    grep -qF "sv5_lz4: $REFUSED" <<<"$sv" && grep -qF "sv5_zstd: served" <<<"$sv" \
+        || fail "SV5 blob_put with blob_codec lz4 and zstd on a $FROM schema: $sv"
+    [ "$(psql -X -A -t -d "$UPGRADED" -c "SELECT count(*) FROM sandbox_persist.blobs WHERE blob_key = 'sv5-probe/lz4'")" = 0 ] \
+        || fail "SV5 the refused lz4 put stored its object"
+    psql -X -q -d "$UPGRADED" -c "DELETE FROM sandbox_persist.blobs WHERE blob_key = 'sv5-probe/zstd'" >/dev/null \
+        || fail "SV5 could not remove its probe object"
+    echo "ok SV5 on a $FROM schema the current library refuses blob_put with blob_codec lz4 (55000, hint ALTER EXTENSION sandbox_persist UPDATE) and stores nothing, and writes zstd"
 fi
 psql -X -q -v ON_ERROR_STOP=1 -d "$UPGRADED" -c "ALTER EXTENSION sandbox_persist UPDATE" \
     -c "SELECT sandbox_persist.revoke_app_role('$APP')" -c "DROP OWNED BY $APP" || fail "ALTER EXTENSION sandbox_persist UPDATE failed"

@@ -1,0 +1,123 @@
+-- pgTAP: the chunk codec (docs/contract/blobs.md §6, cases B32-B34):
+-- sandbox_persist.blob_codec picks zstd or lz4 for new chunks and inline
+-- objects, each row records its own codec, and objects written under either
+-- setting read back whole and in every range; corrupt lz4 bytes are XX001.
+-- Run with: pg_prove -d <db> test/pgtap/blob_codec.sql
+-- as a superuser, with sandbox_persist.allow_test_reset on for the database.
+-- Chunks are 4 kB here, so "one chunk" means at most 4096 bytes.
+BEGIN;
+SELECT plan(27);
+SELECT sandbox_persist._reset_for_tests();
+SET LOCAL sandbox_persist.blob_chunk_size = '4kB';
+
+\ir lib/blob_helpers.psql
+
+CREATE FUNCTION pg_temp.body(k text, off bigint DEFAULT NULL, len bigint DEFAULT NULL)
+RETURNS bytea LANGUAGE sql AS $$
+    SELECT body FROM sandbox_persist.blob_get(k, off, len)
+$$;
+
+CREATE FUNCTION pg_temp.d(b bytea) RETURNS text LANGUAGE sql AS $$
+    SELECT CASE WHEN b IS NULL THEN 'NULL (absent)'
+                ELSE octet_length(b) || ' bytes, md5 ' || md5(b) END
+$$;
+
+-- How a key is stored: 'inline:<codec>' or the codec of each chunk in order.
+CREATE FUNCTION pg_temp.codecs(k text) RETURNS text LANGUAGE sql AS $$
+    SELECT coalesce('inline:' || b.inline_codec,
+                    (SELECT 'chunks:' || string_agg(c.codec::text, ' ' ORDER BY c.chunk_offset)
+                       FROM sandbox_persist.blob_chunks c WHERE c.version = b.version))
+      FROM sandbox_persist.blobs b WHERE b.blob_key = k
+$$;
+
+-- Compressible text (lz4 and zstd both shrink it), random bytes (neither does).
+CREATE FUNCTION pg_temp.text_bytes(n integer) RETURNS bytea LANGUAGE sql AS $$
+    SELECT convert_to(rpad('', n, 'chunks compress with lz4 or zstd '), 'UTF8')
+$$;
+CREATE FUNCTION pg_temp.mixed() RETURNS bytea LANGUAGE sql AS $$
+    SELECT pg_temp.text_bytes(4096) || pg_temp.rnd(4096, 'b32') || pg_temp.text_bytes(1000)
+$$;
+
+------------------------------------------------------------------------------
+-- B32: with blob_codec lz4, new chunks and inline objects are lz4 (codec 2),
+-- raw where lz4 does not shrink them, and read back whole and in any range.
+------------------------------------------------------------------------------
+SELECT is(current_setting('sandbox_persist.blob_codec'), 'zstd', 'B32.1 the default codec is zstd');
+SET LOCAL sandbox_persist.blob_codec = lz4;
+DO $$BEGIN PERFORM sandbox_persist.blob_put('b32/mixed', pg_temp.mixed()); END$$;
+SELECT is(pg_temp.codecs('b32/mixed'), 'chunks:2 0 2',
+    'B32.2 each chunk is compressed on its own: lz4, raw (random), lz4');
+SELECT cmp_ok((SELECT octet_length(c.data) FROM sandbox_persist.blob_chunks c
+                 JOIN sandbox_persist.blobs b ON b.version = c.version
+                WHERE b.blob_key = 'b32/mixed' AND c.chunk_offset = 0), '<', 4096,
+    'B32.3 the lz4 chunk is smaller than its raw length');
+SELECT is(pg_temp.d(pg_temp.body('b32/mixed')), pg_temp.d(pg_temp.mixed()),
+    'B32.4 the lz4 object reads back whole');
+SELECT is(pg_temp.d(pg_temp.body('b32/mixed', 4000, 200)), pg_temp.d(substring(pg_temp.mixed() FROM 4001 FOR 200)),
+    'B32.5 a range across an lz4 and a raw chunk');
+SELECT is(pg_temp.d(pg_temp.body('b32/mixed', 8190, 10)), pg_temp.d(substring(pg_temp.mixed() FROM 8191 FOR 10)),
+    'B32.6 a range across a raw and an lz4 chunk');
+SELECT is(pg_temp.d(pg_temp.body('b32/mixed', 8200, 5)), pg_temp.d(substring(pg_temp.mixed() FROM 8201 FOR 5)),
+    'B32.7 a range inside the last lz4 chunk');
+DO $$BEGIN PERFORM sandbox_persist.blob_put('b32/inline', pg_temp.text_bytes(3000)); END$$;
+SELECT is(pg_temp.codecs('b32/inline'), 'inline:2', 'B32.8 a one-chunk object is inline lz4');
+SELECT is(pg_temp.d(pg_temp.body('b32/inline')) || ' / ' || pg_temp.d(pg_temp.body('b32/inline', 2990, 10)),
+    pg_temp.d(pg_temp.text_bytes(3000)) || ' / ' || pg_temp.d(substring(pg_temp.text_bytes(3000) FROM 2991)),
+    'B32.9 the inline lz4 object reads back whole and in a range');
+DO $$BEGIN PERFORM sandbox_persist.blob_put('b32/random', pg_temp.rnd(2000, 'b32r')); END$$;
+SELECT is(pg_temp.codecs('b32/random'), 'inline:0', 'B32.10 random bytes lz4 cannot shrink stay raw');
+SELECT is(pg_temp.upload('b32.up', 'b32/streamed', NULL, pg_temp.mixed(), 3000)->>'size', '9192',
+    'B32.11 a streamed upload under lz4 commits');
+SELECT is(pg_temp.codecs('b32/streamed') || ' ' || pg_temp.d(pg_temp.body('b32/streamed')),
+    'chunks:2 0 2 ' || pg_temp.d(pg_temp.mixed()),
+    'B32.12 its chunks are lz4 and raw, and it reads back exactly');
+DO $$BEGIN PERFORM sandbox_persist.blob_put('sandbox-files/sha256/' || encode(sha256(pg_temp.mixed()), 'hex'), pg_temp.mixed()); END$$;
+SELECT is(pg_temp.d(pg_temp.body('sandbox-files/sha256/' || encode(sha256(pg_temp.mixed()), 'hex'))), pg_temp.d(pg_temp.mixed()),
+    'B32.13 a content-addressed lz4 object is verified and reads back');
+
+------------------------------------------------------------------------------
+-- B33: the codec is recorded per row, so objects written under either
+-- setting read alike whatever the setting is now, and an overwrite takes the
+-- current codec.
+------------------------------------------------------------------------------
+SET LOCAL sandbox_persist.blob_codec = zstd;
+DO $$BEGIN PERFORM sandbox_persist.blob_put('b33/zstd', pg_temp.mixed()); END$$;
+DO $$BEGIN PERFORM sandbox_persist.blob_put('b33/zstd-inline', pg_temp.text_bytes(3000)); END$$;
+SELECT is(pg_temp.codecs('b33/zstd') || ' ' || pg_temp.codecs('b33/zstd-inline'), 'chunks:1 0 1 inline:1',
+    'B33.1 under zstd the same bytes are zstd chunks and a zstd inline object');
+SELECT is(pg_temp.d(pg_temp.body('b32/mixed')) || ' / ' || pg_temp.d(pg_temp.body('b32/inline', 5, 7)),
+    pg_temp.d(pg_temp.mixed()) || ' / ' || pg_temp.d(substring(pg_temp.text_bytes(3000) FROM 6 FOR 7)),
+    'B33.2 the lz4 objects still read back under zstd');
+SET LOCAL sandbox_persist.blob_codec = lz4;
+SELECT is(pg_temp.d(pg_temp.body('b33/zstd')) || ' / ' || pg_temp.d(pg_temp.body('b33/zstd-inline', 5, 7)),
+    pg_temp.d(pg_temp.mixed()) || ' / ' || pg_temp.d(substring(pg_temp.text_bytes(3000) FROM 6 FOR 7)),
+    'B33.3 the zstd objects read back under lz4');
+DO $$BEGIN PERFORM sandbox_persist.blob_put('b33/zstd', pg_temp.mixed()); END$$;
+SELECT is(pg_temp.codecs('b33/zstd') || ' ' || pg_temp.d(pg_temp.body('b33/zstd')),
+    'chunks:2 0 2 ' || pg_temp.d(pg_temp.mixed()), 'B33.4 an overwrite under lz4 stores lz4 chunks');
+SELECT is((SELECT count(*) FROM sandbox_persist.blob_chunks c
+            WHERE NOT EXISTS (SELECT 1 FROM sandbox_persist.blobs b WHERE b.version = c.version)),
+    0::bigint, 'B33.5 and leaves no chunk of the zstd version behind');
+SELECT throws_ok($$SET sandbox_persist.blob_codec = pglz$$, '22023', NULL,
+    'B33.6 a codec other than zstd and lz4 is refused');
+
+------------------------------------------------------------------------------
+-- B34: corrupt lz4 bytes are XX001; the tables refuse an unknown codec.
+------------------------------------------------------------------------------
+DO $$BEGIN PERFORM sandbox_persist.blob_put('b34/chunks', pg_temp.text_bytes(12288)); END$$;
+SELECT is(pg_temp.codecs('b34/chunks'), 'chunks:2 2 2', 'B34.1 the object is three lz4 chunks');
+UPDATE sandbox_persist.blob_chunks SET data = '\xff00ff00ff'
+ WHERE version = (SELECT version FROM sandbox_persist.blobs WHERE blob_key = 'b34/chunks') AND chunk_offset = 4096;
+SELECT pg_temp.rejects($$SELECT * FROM sandbox_persist.blob_get('b34/chunks')$$, 'XX001',
+    'B34.2 a whole read over a corrupt lz4 chunk', NULL, 'stored blob chunk is corrupt');
+SELECT is(pg_temp.d(pg_temp.body('b34/chunks', 8192, 100)), pg_temp.d(substring(pg_temp.text_bytes(12288) FROM 8193 FOR 100)),
+    'B34.3 a range over an intact lz4 chunk still reads');
+DO $$BEGIN PERFORM sandbox_persist.blob_put('b34/short', pg_temp.text_bytes(8192)); END$$;
+UPDATE sandbox_persist.blob_chunks SET raw_length = 5000
+ WHERE version = (SELECT version FROM sandbox_persist.blobs WHERE blob_key = 'b34/short') AND chunk_offset = 4096;
+SELECT pg_temp.rejects($$SELECT * FROM sandbox_persist.blob_get('b34/short', 4096)$$, 'XX001',
+    'B34.4 an lz4 chunk whose raw_length is wrong');
+SELECT throws_ok($$UPDATE sandbox_persist.blob_chunks SET codec = 3 WHERE chunk_offset = 0$$, '23514', NULL,
+    'B34.5 the chunk table refuses an unknown codec');
+SELECT * FROM finish();
+ROLLBACK;

@@ -999,6 +999,15 @@ ALTER TABLE blobs
     ADD CONSTRAINT blobs_inline_codec CHECK (inline_codec IN (0, 1, 2));
 COMMENT ON TABLE blob_chunks IS
     'The bytes of blob versions, cut into chunks each stored raw, zstd- or lz4-compressed (the codec recorded per chunk); a range read decodes only the chunks it overlaps.';
+-- maintain() rewrites lz4 rows as zstd when sandbox_persist.blob_recompress
+-- is on (A12): two partial indexes find them without scanning the tables,
+-- and stay empty in a database that does not use lz4.
+CREATE INDEX blob_chunks_lz4 ON blob_chunks (version, chunk_offset) WHERE codec = 2;
+COMMENT ON INDEX blob_chunks_lz4 IS
+    'The lz4 chunks (codec 2), in key order: what maintain() rewrites as zstd under blob_recompress (A12); empty when lz4 is not used.';
+CREATE INDEX blobs_inline_lz4 ON blobs (blob_key) WHERE inline_codec = 2;
+COMMENT ON INDEX blobs_inline_lz4 IS
+    'The lz4 inline objects (inline_codec 2): what maintain() rewrites as zstd under blob_recompress (A12); empty when lz4 is not used.';
 
 -- Sections are added above this line, one per change, each opened by a
 -- comment block that says what it changes and why.

@@ -2395,8 +2395,18 @@ CREATE INDEX artifacts_run_order ON sandbox_persist.artifacts USING btree (run_i
 -- index artifacts_thread_order
 CREATE INDEX artifacts_thread_order ON sandbox_persist.artifacts USING btree (thread_id, created_at, artifact_id);
 
+-- index blob_chunks_lz4
+CREATE INDEX blob_chunks_lz4 ON sandbox_persist.blob_chunks USING btree (version, chunk_offset) WHERE (codec = 2);
+
+COMMENT ON INDEX sandbox_persist.blob_chunks_lz4 IS 'The lz4 chunks (codec 2), in key order: what maintain() rewrites as zstd under blob_recompress (A12); empty when lz4 is not used.';
+
 -- index blobs_gc
 CREATE INDEX blobs_gc ON sandbox_persist.blobs USING btree (relied_on_at) WHERE (relied_on_at IS NOT NULL);
+
+-- index blobs_inline_lz4
+CREATE INDEX blobs_inline_lz4 ON sandbox_persist.blobs USING btree (blob_key) WHERE (inline_codec = 2);
+
+COMMENT ON INDEX sandbox_persist.blobs_inline_lz4 IS 'The lz4 inline objects (inline_codec 2): what maintain() rewrites as zstd under blob_recompress (A12); empty when lz4 is not used.';
 
 -- index checkpoint_blob_refs_key
 CREATE INDEX checkpoint_blob_refs_key ON sandbox_persist.checkpoint_blob_refs USING btree (blob_key);

@@ -61,16 +61,15 @@ BlobRequireCodecSchema(const char *function)
 }
 
 /*
- * Compress one chunk straight into a bytea ready to bind, with the codec the
- * setting names. Returns the codec stored; *out is a palloc'd bytea holding
- * the compressed bytes, or a copy of src (BLOB_CODEC_RAW) when compression
- * does not make it smaller. Compressing into the bytea's own buffer spares a
+ * Compress one chunk straight into a bytea ready to bind, with `codec` (zstd
+ * or lz4). Returns the codec stored; *out is a palloc'd bytea holding the
+ * compressed bytes, or a copy of src (BLOB_CODEC_RAW) when compression does
+ * not make it smaller. Compressing into the bytea's own buffer spares a
  * second allocation and a copy of the compressed bytes per chunk.
  */
 int
-BlobEncodeChunk(const char *src, int len, bytea **out)
+BlobEncodeChunk(int codec, const char *src, int len, bytea **out)
 {
-	int			codec = sp_blob_codec;
 	size_t		bound = codec == BLOB_CODEC_LZ4 ? (size_t) LZ4_compressBound(len)
 		: ZSTD_compressBound(len);
 	bytea	   *b = palloc(VARHDRSZ + Max(bound, (size_t) len));
@@ -97,14 +96,15 @@ BlobEncodeChunk(const char *src, int len, bytea **out)
 
 /*
  * Decode one compressed chunk of the given codec into dst, which has room for
- * raw_length bytes. Raw chunks never come here: the reader slices them where
- * they are stored.
+ * raw_length bytes. Returns NULL when it decodes to exactly raw_length bytes,
+ * else what is wrong with it (palloc'd). Raw chunks never come here: the
+ * reader slices them where they are stored.
  */
-void
-BlobDecodeChunk(int codec, const char *src, int srclen, int raw_length, char *dst)
+const char *
+BlobDecodeProblem(int codec, const char *src, int srclen, int raw_length, char *dst)
 {
 	if (raw_length < 0 || raw_length > MaxAllocSize)
-		BlobCorrupt(psprintf("Raw length %d is outside the allowed range", raw_length));
+		return psprintf("Raw length %d is outside the allowed range", raw_length);
 	if (codec == BLOB_CODEC_ZSTD)
 	{
 		size_t		n;
@@ -115,20 +115,31 @@ BlobDecodeChunk(int codec, const char *src, int srclen, int raw_length, char *ds
 					 errmsg("could not create a zstd decompression context")));
 		n = ZSTD_decompressDCtx(blob_dctx, dst, raw_length, src, srclen);
 		if (ZSTD_isError(n))
-			BlobCorrupt(psprintf("zstd could not decode it: %s", ZSTD_getErrorName(n)));
+			return psprintf("zstd could not decode it: %s", ZSTD_getErrorName(n));
 		if (n != (size_t) raw_length)
-			BlobCorrupt(psprintf("It decodes to %zu bytes, not %d", n, raw_length));
+			return psprintf("It decodes to %zu bytes, not %d", n, raw_length);
 	}
 	else if (codec == BLOB_CODEC_LZ4)
 	{
-		/* decompress_safe never writes past raw_length; a short or bad stream is negative or short */
+		/* decompress_safe never writes past raw_length; a bad stream is negative or short */
 		int			n = LZ4_decompress_safe(src, dst, srclen, raw_length);
 
 		if (n < 0)
-			BlobCorrupt("lz4 could not decode it");
+			return "lz4 could not decode it";
 		if (n != raw_length)
-			BlobCorrupt(psprintf("It decodes to %d bytes, not %d", n, raw_length));
+			return psprintf("It decodes to %d bytes, not %d", n, raw_length);
 	}
 	else
-		BlobCorrupt(psprintf("Unknown codec %d", codec));
+		return psprintf("Unknown codec %d", codec);
+	return NULL;
+}
+
+/* Decode one compressed chunk like BlobDecodeProblem, raising XX001 when it cannot be. */
+void
+BlobDecodeChunk(int codec, const char *src, int srclen, int raw_length, char *dst)
+{
+	const char *problem = BlobDecodeProblem(codec, src, srclen, raw_length, dst);
+
+	if (problem != NULL)
+		BlobCorrupt(problem);
 }

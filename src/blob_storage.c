@@ -202,7 +202,7 @@ BlobWriteChunks(int64 version, int64 offset, const char *data, int64 len, int ch
 	{
 		int			raw = (int) Min((int64) chunk_size, len - pos);
 		bytea	   *b;
-		int			codec = BlobEncodeChunk(data + pos, raw, &b);
+		int			codec = BlobEncodeChunk(sp_blob_codec, data + pos, raw, &b);
 		SpArgs		args;
 
 		SpArgsInit(&args);
@@ -487,7 +487,7 @@ BlobPublishInline(const char *key, const char *data, int len, const BlobOptions 
 {
 	bool		content_addressed = BlobIsContentAddressed(key);
 	bytea	   *b;
-	int			codec = BlobEncodeChunk(data, len, &b);
+	int			codec = BlobEncodeChunk(sp_blob_codec, data, len, &b);
 	SpArgs		args;
 	int64		version = 0;
 	int64		replaced;

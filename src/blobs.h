@@ -51,6 +51,7 @@ extern int	sp_blob_chunk_size;
 extern int	sp_blob_inline_max;
 extern int	sp_zstd_level;
 extern int	sp_blob_codec;
+extern bool sp_blob_recompress;
 extern int	sp_blob_max_read;
 extern int	sp_blob_gc_grace_s;
 
@@ -63,9 +64,14 @@ typedef struct BlobOptions
 } BlobOptions;
 
 /* blob_codec.c */
-extern int	BlobEncodeChunk(const char *src, int len, bytea **out);
+extern int	BlobEncodeChunk(int codec, const char *src, int len, bytea **out);
+extern const char *BlobDecodeProblem(int codec, const char *src, int srclen, int raw_length,
+									 char *dst);
 extern void BlobDecodeChunk(int codec, const char *src, int srclen, int raw_length, char *dst);
 extern void BlobRequireCodecSchema(const char *function);
+
+/* blob_recompress.c */
+extern int64 BlobRecompress(int64 max_rows);
 
 /* blob_storage.c */
 extern char *BlobCheckKeyArg(FunctionCallInfo fcinfo, int argno);

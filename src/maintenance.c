@@ -2,14 +2,15 @@
  * maintenance.c
  *
  * maintain(): the bounded, idempotent housekeeping pg_cron runs every minute
- * (docs/contract/maintenance.md). It does only the SAFE actions A1-A10: delete
+ * (docs/contract/maintenance.md). It does only the SAFE actions A1-A12: delete
  * unreferenced content-addressed blobs past their grace, abandoned uploads,
  * long-expired lock rows, closed logs past retention and (when enabled) old
  * terminal runs; close the logs of finished runs; end the logs whose producer
  * is gone with a terminal RUN_ERROR chunk (A10); wake the application's
  * reaper; record watchdog items; collect the conversation log positions of
  * deleted checkpoints and the messages nothing refers to any more (A11,
- * conversations.c). It never changes a run, a checkpoint, a transcript, a
+ * conversations.c); and, when sandbox_persist.blob_recompress is on, rewrite
+ * lz4 blobs as zstd without changing their bytes (A12, blob_recompress.c). It never changes a run, a checkpoint, a transcript, a
  * head, a lease or an instance row. _maintenance_backlog() counts, with the
  * same conditions, what the collecting actions would delete (for metrics()).
  *
@@ -497,6 +498,7 @@ maintain(PG_FUNCTION_ARGS)
 	int64		due = 0;
 	int64		positions = 0;
 	int64		messages = 0;
+	int64		recompressed;
 	TimestampTz started;
 	bool		has_log;
 	SpArgs		args;
@@ -548,6 +550,9 @@ maintain(PG_FUNCTION_ARGS)
 	if (has_log)
 		ConvCollect(max_rows, &positions, &messages);
 
+	/* A12: lz4 blobs rewritten as zstd */
+	recompressed = sp_blob_recompress ? BlobRecompress(max_rows) : 0;
+
 	fresh = MaintWatchdog(now, max_rows);
 	MaintWatchdogArgs(&args, now, max_rows);
 	resolved = MaintCount(&maint_watchdog_recheck, &args);
@@ -569,7 +574,7 @@ maintain(PG_FUNCTION_ARGS)
 						 ",\"conversationPositionsDeleted\":" INT64_FORMAT
 						 ",\"conversationMessagesDeleted\":" INT64_FORMAT,
 						 positions, messages);
-	appendStringInfoChar(&summary, '}');
+	appendStringInfo(&summary, ",\"blobsRecompressed\":" INT64_FORMAT "}", recompressed);
 	SpArgsInit(&args);
 	SpArgInt64(&args, now);
 	SpArgTextLen(&args, summary.data, summary.len);

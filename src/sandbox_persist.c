@@ -51,6 +51,7 @@ int			sp_blob_chunk_size = SP_BLOB_CHUNK_BYTES_DEFAULT;
 int			sp_blob_inline_max = SP_BLOB_INLINE_MAX_BYTES_DEFAULT;
 int			sp_zstd_level = SP_ZSTD_LEVEL_DEFAULT;
 int			sp_blob_codec = SP_BLOB_CODEC_DEFAULT;
+bool		sp_blob_recompress = false;
 int			sp_blob_max_read = SP_BLOB_MAX_READ_BYTES_DEFAULT;
 int			sp_blob_gc_grace_s = SP_BLOB_GC_GRACE_S_DEFAULT;
 int			sp_upload_expiry_s = SP_UPLOAD_EXPIRY_S_DEFAULT;
@@ -153,6 +154,15 @@ _PG_init(void)
 							 " stays readable. lz4 writes and reads several times faster; zstd stores less.",
 							 &sp_blob_codec,
 							 SP_BLOB_CODEC_DEFAULT, sp_blob_codec_options,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("sandbox_persist.blob_recompress",
+							 "Whether maintain() rewrites lz4 blob chunks and inline objects as zstd.",
+							 "With blob_codec = lz4, blobs are written at lz4 speed and stored at zstd's size"
+							 " once a maintenance round has passed; the bytes, etag and times of an object"
+							 " do not change. Set it where maintain() runs (ALTER DATABASE or ALTER SYSTEM).",
+							 &sp_blob_recompress,
+							 false,
 							 PGC_SUSET, 0,
 							 NULL, NULL, NULL);
 	DefineCustomIntVariable("sandbox_persist.blob_max_read",

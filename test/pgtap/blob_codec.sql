@@ -1,12 +1,13 @@
--- pgTAP: the chunk codec (docs/contract/blobs.md §6, cases B32-B34):
+-- pgTAP: the chunk codec (docs/contract/blobs.md §6, cases B32-B35):
 -- sandbox_persist.blob_codec picks zstd or lz4 for new chunks and inline
 -- objects, each row records its own codec, and objects written under either
--- setting read back whole and in every range; corrupt lz4 bytes are XX001.
+-- setting read back whole and in every range; corrupt lz4 bytes are XX001;
+-- maintain() rewrites lz4 as zstd under blob_recompress (A12, maintenance.md).
 -- Run with: pg_prove -d <db> test/pgtap/blob_codec.sql
 -- as a superuser, with sandbox_persist.allow_test_reset on for the database.
 -- Chunks are 4 kB here, so "one chunk" means at most 4096 bytes.
 BEGIN;
-SELECT plan(27);
+SELECT plan(44);
 SELECT sandbox_persist._reset_for_tests();
 SET LOCAL sandbox_persist.blob_chunk_size = '4kB';
 
@@ -119,5 +120,69 @@ SELECT pg_temp.rejects($$SELECT * FROM sandbox_persist.blob_get('b34/short', 409
     'B34.4 an lz4 chunk whose raw_length is wrong');
 SELECT throws_ok($$UPDATE sandbox_persist.blob_chunks SET codec = 3 WHERE chunk_offset = 0$$, '23514', NULL,
     'B34.5 the chunk table refuses an unknown codec');
+------------------------------------------------------------------------------
+-- B35: under blob_recompress, maintain() rewrites lz4 chunks (of objects and
+-- of open uploads) and lz4 inline objects as zstd, at most max_rows per
+-- call; bytes, record and etag stay; a corrupt lz4 chunk is left, with a
+-- WARNING, and does not stop the round. Off (the default), nothing changes.
+------------------------------------------------------------------------------
+DELETE FROM sandbox_persist.blob_chunks
+ WHERE version = (SELECT version FROM sandbox_persist.blobs WHERE blob_key = 'b34/short');
+DELETE FROM sandbox_persist.blobs WHERE blob_key = 'b34/short';
+DO $$BEGIN PERFORM sandbox_persist.blob_put('b35/chunks', pg_temp.mixed()); END$$;
+DO $$BEGIN PERFORM sandbox_persist.blob_put('b35/inline', pg_temp.text_bytes(3000)); END$$;
+SELECT sandbox_persist.blob_upload_begin('b35/upload') AS b35_up \gset
+SELECT sandbox_persist.blob_upload_append(:'b35_up', 0, pg_temp.text_bytes(5000)) IS NOT NULL AS appended \gset
+CREATE TEMP TABLE b35_before AS
+    SELECT b.blob_key, sandbox_persist.blob_head(b.blob_key)::text AS head, g.body
+      FROM sandbox_persist.blobs b, LATERAL sandbox_persist.blob_get(b.blob_key) g
+     WHERE b.blob_key <> 'b34/chunks';
+CREATE TEMP TABLE b35_sizes AS
+    SELECT (SELECT sum(octet_length(c.data)) FROM sandbox_persist.blob_chunks c
+              JOIN sandbox_persist.blobs b ON b.version = c.version
+             WHERE b.blob_key = 'b35/chunks' AND c.codec = 2) AS b35_lz4_bytes,
+           (SELECT count(*) FROM sandbox_persist.blob_chunks WHERE codec = 2)
+         + (SELECT count(*) FROM sandbox_persist.blobs WHERE inline_codec = 2) AS lz4_rows;
+SELECT is(current_setting('sandbox_persist.blob_recompress'), 'off', 'B35.1 blob_recompress is off by default');
+SELECT is(sandbox_persist.maintain()->>'blobsRecompressed', '0', 'B35.2 off, maintain() rewrites nothing');
+SELECT is((SELECT count(*) FROM sandbox_persist.blob_chunks WHERE codec = 2)
+          + (SELECT count(*) FROM sandbox_persist.blobs WHERE inline_codec = 2),
+    (SELECT lz4_rows FROM b35_sizes), 'B35.3 and every lz4 row is still lz4');
+SET LOCAL sandbox_persist.blob_recompress = on;
+SELECT is(sandbox_persist.maintain(2)->>'blobsRecompressed', '2', 'B35.4 on, maintain(2) rewrites two rows');
+SELECT is((SELECT count(*) FROM sandbox_persist.blob_chunks WHERE codec = 2)
+          + (SELECT count(*) FROM sandbox_persist.blobs WHERE inline_codec = 2),
+    (SELECT lz4_rows FROM b35_sizes) - 2, 'B35.5 two fewer lz4 rows remain');
+SELECT is((sandbox_persist.maintain()->>'blobsRecompressed')::bigint,
+    (SELECT lz4_rows FROM b35_sizes) - 2 - 1, 'B35.6 the next round rewrites the rest but the corrupt chunk');
+SELECT is((SELECT string_agg(format('%s:%s', c.chunk_offset, c.codec), ' ' ORDER BY c.chunk_offset)
+             FROM sandbox_persist.blob_chunks c
+            WHERE c.version = (SELECT version FROM sandbox_persist.blobs WHERE blob_key = 'b34/chunks')),
+    '0:1 4096:2 8192:1', 'B35.7 the corrupt lz4 chunk is left as it is, its neighbours are zstd');
+SELECT is(pg_temp.codecs('b35/chunks') || ' ' || pg_temp.codecs('b35/inline') || ' ' || pg_temp.codecs('b32/random'),
+    'chunks:1 0 1 inline:1 inline:0', 'B35.8 lz4 chunks and inline objects are zstd now; raw rows are untouched');
+SELECT is((SELECT string_agg(c.codec::text, ' ' ORDER BY c.chunk_offset) FROM sandbox_persist.blob_chunks c
+             JOIN sandbox_persist.blob_uploads u ON u.version = c.version WHERE u.upload_id = :'b35_up'::uuid),
+    '1', 'B35.9 the chunk an open upload staged is zstd too');
+SELECT is((SELECT count(*) FROM b35_before x
+             LEFT JOIN LATERAL sandbox_persist.blob_get(x.blob_key) g ON true
+            WHERE g.body IS DISTINCT FROM x.body
+               OR sandbox_persist.blob_head(x.blob_key)::text IS DISTINCT FROM x.head),
+    0::bigint, 'B35.10 every object reads back the same bytes with the same record (etag, size, times)');
+SELECT is(pg_temp.d(pg_temp.body('b35/chunks', 4090, 4200)), pg_temp.d(substring(pg_temp.mixed() FROM 4091 FOR 4200)),
+    'B35.11 a range across the rewritten chunks reads back exactly');
+SELECT cmp_ok((SELECT sum(octet_length(c.data)) FROM sandbox_persist.blob_chunks c
+                JOIN sandbox_persist.blobs b ON b.version = c.version WHERE b.blob_key = 'b35/chunks' AND c.codec = 1),
+    '<', (SELECT b35_lz4_bytes FROM b35_sizes),
+    'B35.12 its zstd chunks take fewer bytes than its lz4 chunks did');
+SELECT is(sandbox_persist.maintain()->>'blobsRecompressed', '0', 'B35.13 a further round finds nothing to rewrite');
+SELECT is((SELECT sandbox_persist.blob_upload_append(:'b35_up', 5000, pg_temp.text_bytes(100))->>'received'),
+    '5100', 'B35.14 the upload goes on after its staged chunk was rewritten');
+SELECT is((sandbox_persist.blob_upload_commit(:'b35_up'))->>'size', '5100', 'B35.15 and commits');
+SELECT is(pg_temp.d(pg_temp.body('b35/upload')),
+    pg_temp.d(pg_temp.text_bytes(5000) || pg_temp.text_bytes(100)), 'B35.16 with exactly its bytes');
+SET LOCAL sandbox_persist.blob_codec = zstd;
+SELECT is(sandbox_persist.maintain()->>'blobsRecompressed', '1', 'B35.17 the lz4 tail chunk the commit wrote is rewritten next round');
+
 SELECT * FROM finish();
 ROLLBACK;

@@ -19,6 +19,7 @@ INSERT INTO documented VALUES
     ('blob_inline_max', 'B', '262144'),            -- 256kB (0.3.0)
     ('zstd_level', NULL, '1'),                     -- 3 before 0.3.0
     ('blob_codec', NULL, 'zstd'),                  -- 0.4.0, issue 22 item 3
+    ('blob_recompress', NULL, 'off'),              -- 0.4.0, maintenance action A12
     ('blob_max_read', 'B', '535822336'),           -- 511MB, the cap (issue 9 defect 10)
     ('blob_gc_grace', 's', '86400'),               -- 24h
     ('upload_expiry', 's', '86400'),               -- 24h

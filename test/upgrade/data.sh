@@ -151,12 +151,13 @@ read_all fresh_after_writes "$FRESH"
 # identity value of conversation_messages per message passed, since then per
 # new message, so that sequence's position differs by history too; and the
 # overview shows the last maintain() summary, which lacks A11's two counts
-# when it was recorded before the update, and logsProducerLost when 0.1.0's
-# own library recorded it (release_lib.sh).
+# and A12's one when it was recorded before the update, and logsProducerLost
+# when 0.1.0's own library recorded it (release_lib.sh).
 mask() {
     sed -E -e 's/"ownerToken" *: *"[0-9a-f-]{36}"/"ownerToken":"<token>"/g' \
            -e 's/,"logsProducerLost":[0-9]+,/,/g' \
            -e 's/^(R\tcatalog\tsequence conversation_messages_message_id_seq\t).*/\1<position>/' \
+           -e 's/,"blobsRecompressed":[0-9]+\}/}/g' \
            -e 's/,"conversationPositionsDeleted":[0-9]+,"conversationMessagesDeleted":[0-9]+\}/}/g' "$1" \
         | grep -Pv '^R\tcatalog\tschema\t' || true
 }

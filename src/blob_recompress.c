@@ -91,8 +91,8 @@ BlobRecompressReadRow(bool is_inline, BlobLz4Row *row)
 	{
 		row->blob_key = SpGetText(0, SpColumn("blob_key"));
 		SpGetInt64(0, SpColumn("size"), &size);
-		/* an inline object is at most one chunk; a size beyond any allocation is corrupt */
-		row->raw_length = size > MaxAllocSize ? -1 : (int32) size;
+		/* an inline object is at most one chunk: a larger size is corrupt */
+		row->raw_length = size > BLOB_CHUNK_SIZE_MAX ? -1 : (int32) size;
 		row->stored = DatumGetByteaPCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
 													   SpColumn("inline_data"), &isnull));
 	}
@@ -130,7 +130,7 @@ BlobRecompressRows(SpQuery *candidates, SpQuery *rewrite, bool is_inline, int64 
 	while (*rows_left > 0 && *bytes_left > 0)
 	{
 		BlobLz4Row row;
-		char	   *raw;
+		char	   *raw = NULL;
 		const char *problem;
 		bytea	   *zstd;
 		int			codec;
@@ -141,9 +141,15 @@ BlobRecompressRows(SpQuery *candidates, SpQuery *rewrite, bool is_inline, int64 
 		old = MemoryContextSwitchTo(row_cxt);
 		BlobRecompressReadRow(is_inline, &row);
 		SPI_freetuptable(SPI_tuptable);
-		raw = palloc(Max(row.raw_length, 1));
-		problem = BlobDecodeProblem(BLOB_CODEC_LZ4, VARDATA_ANY(row.stored),
-									VARSIZE_ANY_EXHDR(row.stored), row.raw_length, raw);
+		/* a length no chunk can have is refused before it is allocated */
+		if (row.raw_length <= 0 || row.raw_length > BLOB_CHUNK_SIZE_MAX)
+			problem = psprintf("Raw length %d is outside the allowed range", row.raw_length);
+		else
+		{
+			raw = palloc(row.raw_length);
+			problem = BlobDecodeProblem(BLOB_CODEC_LZ4, VARDATA_ANY(row.stored),
+										VARSIZE_ANY_EXHDR(row.stored), row.raw_length, raw);
+		}
 		if (problem != NULL)
 		{
 			if (is_inline)
@@ -173,9 +179,9 @@ BlobRecompressRows(SpQuery *candidates, SpQuery *rewrite, bool is_inline, int64 
 			SpArgDatum(&args, PointerGetDatum(zstd));
 			SpExec(rewrite, &args, false, 0);
 			done++;
+			*bytes_left -= row.raw_length;
 		}
 		(*rows_left)--;
-		*bytes_left -= Max(row.raw_length, 1);
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(row_cxt);
 	}

@@ -7,7 +7,7 @@
 -- as a superuser, with sandbox_persist.allow_test_reset on for the database.
 -- Chunks are 4 kB here, so "one chunk" means at most 4096 bytes.
 BEGIN;
-SELECT plan(44);
+SELECT plan(46);
 SELECT sandbox_persist._reset_for_tests();
 SET LOCAL sandbox_persist.blob_chunk_size = '4kB';
 
@@ -183,6 +183,13 @@ SELECT is(pg_temp.d(pg_temp.body('b35/upload')),
     pg_temp.d(pg_temp.text_bytes(5000) || pg_temp.text_bytes(100)), 'B35.16 with exactly its bytes');
 SET LOCAL sandbox_persist.blob_codec = zstd;
 SELECT is(sandbox_persist.maintain()->>'blobsRecompressed', '1', 'B35.17 the lz4 tail chunk the commit wrote is rewritten next round');
+SET LOCAL sandbox_persist.blob_codec = lz4;
+DO $$BEGIN PERFORM sandbox_persist.blob_put('b35/huge', pg_temp.text_bytes(5000)); END$$;
+UPDATE sandbox_persist.blob_chunks SET raw_length = 2000000000
+ WHERE version = (SELECT version FROM sandbox_persist.blobs WHERE blob_key = 'b35/huge') AND chunk_offset = 0;
+SELECT is(sandbox_persist.maintain()->>'blobsRecompressed', '1',
+    'B35.18 a chunk claiming 2000000000 raw bytes is skipped before anything is allocated, and the round goes on');
+SELECT is(pg_temp.codecs('b35/huge'), 'chunks:2 1', 'B35.19 it stays lz4, its neighbour is zstd');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -987,9 +987,10 @@ $$;
 -- the codec of new chunks and inline objects, zstd (1, as before) or lz4
 -- (2), and each row records its own, so the two constraints that admitted
 -- only raw (0) and zstd (1) now admit 2 as well. Rows already stored keep
--- their codec and read as before; the re-check scans blob_chunks and blobs
--- without reading their TOAST. The library refuses to write lz4 into a
--- schema older than this one (BLOB_LZ4_SINCE in src/blobs.h).
+-- their codec and read as before. The constraint re-checks and the two index
+-- builds below each scan blob_chunks or blobs once (not their TOAST) under
+-- this update's locks. The library refuses to write lz4 into a schema older
+-- than this one (BLOB_LZ4_SINCE in src/blobs.h).
 ------------------------------------------------------------------------------
 ALTER TABLE blob_chunks
     DROP CONSTRAINT blob_chunks_codec_check,

@@ -13,18 +13,6 @@ SET LOCAL sandbox_persist.blob_chunk_size = '4kB';
 
 \ir lib/blob_helpers.psql
 
--- The body of a whole or ranged read.
-CREATE FUNCTION pg_temp.body(k text, off bigint DEFAULT NULL, len bigint DEFAULT NULL)
-RETURNS bytea LANGUAGE sql AS $$
-    SELECT body FROM sandbox_persist.blob_get(k, off, len)
-$$;
-
--- Length and digest of bytes, for short diagnostics.
-CREATE FUNCTION pg_temp.d(b bytea) RETURNS text LANGUAGE sql AS $$
-    SELECT CASE WHEN b IS NULL THEN 'NULL (absent)'
-                ELSE octet_length(b) || ' bytes, md5 ' || md5(b) END
-$$;
-
 -- How a key is stored: 'inline:<codec>' with no chunk row, 'chunks:<n>', or 'absent'.
 CREATE FUNCTION pg_temp.how(k text) RETURNS text LANGUAGE sql AS $$
     SELECT coalesce((

@@ -48,18 +48,6 @@ BEGIN
 END
 $$;
 
--- The body of a whole or ranged read (NULL when the key is absent).
--- Length and digest of bytes, for comparing large bodies with short diagnostics.
-CREATE FUNCTION pg_temp.d(b bytea) RETURNS text LANGUAGE sql AS $$
-    SELECT CASE WHEN b IS NULL THEN 'NULL (absent)'
-                ELSE octet_length(b) || ' bytes, md5 ' || md5(b) END
-$$;
-
-CREATE FUNCTION pg_temp.body(k text, off bigint DEFAULT NULL, len bigint DEFAULT NULL)
-RETURNS bytea LANGUAGE sql AS $$
-    SELECT body FROM sandbox_persist.blob_get(k, off, len)
-$$;
-
 -- The chunk version a key points at.
 CREATE FUNCTION pg_temp.ver(k text) RETURNS bigint LANGUAGE sql AS $$
     SELECT version FROM sandbox_persist.blobs WHERE blob_key = k

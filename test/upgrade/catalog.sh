@@ -84,14 +84,14 @@ if [ "$old_lib" = 1 ]; then release_lib_current || fail "the current library cou
 # SV1/SV2 (docs/architecture.md, "Stable C symbols"): before the update, the
 # current library refuses what needs a newer layout than $FROM's with 55000
 # and the hint to update (SV1), and serves a schema that has it (SV2).
-# sv_probe TAG: SQL that calls checkpoint_get and prints "TAG: served" or
-# "TAG: <sqlstate> <message> / <hint>".
+# sv_probe TAG [CALLS]: SQL that runs CALLS (PL/pgSQL statements; default a
+# checkpoint_get) and prints "TAG: served" or "TAG: <sqlstate> <message> / <hint>".
 sv_probe() {
     cat <<SQL
 DO \$\$
 DECLARE st text; msg text; hint text;
 BEGIN
-    PERFORM sandbox_persist.checkpoint_get('sv-probe');
+    ${2:-PERFORM sandbox_persist.checkpoint_get('sv-probe');}
     RAISE NOTICE '$1: served';
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT;
@@ -100,22 +100,10 @@ END
 \$\$;
 SQL
 }
-# sv_blob_probe TAG CODEC: SQL that puts a 5000-byte object with
-# sandbox_persist.blob_codec = CODEC and prints "TAG: served" or the refusal.
+# sv_blob_probe TAG CODEC: sv_probe of a 5000-byte put with sandbox_persist.blob_codec = CODEC.
 sv_blob_probe() {
-    cat <<SQL
-DO \$\$
-DECLARE st text; msg text; hint text;
-BEGIN
-    PERFORM set_config('sandbox_persist.blob_codec', '$2', true);
-    PERFORM sandbox_persist.blob_put('sv5-probe/$2', convert_to(repeat('lz4 or zstd ', 500), 'UTF8'));
-    RAISE NOTICE '$1: served';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT;
-    RAISE NOTICE '$1: % % / %', st, msg, hint;
-END
-\$\$;
-SQL
+    sv_probe "$1" "PERFORM set_config('sandbox_persist.blob_codec', '$2', true);
+    PERFORM sandbox_persist.blob_put('sv5-probe/$2', convert_to(repeat('lz4 or zstd ', 500), 'UTF8'));"
 }
 REFUSED="55000 the sandbox_persist schema of this database is older than its library / Run ALTER EXTENSION sandbox_persist UPDATE."
 sv=$(sv_probe sv | psql -X -A -t -d "$UPGRADED" 2>&1)

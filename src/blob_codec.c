@@ -18,7 +18,6 @@
 #include <lz4.h>
 #include <zstd.h>
 
-#include "utils/memutils.h"
 
 #include "blobs.h"
 
@@ -95,16 +94,23 @@ BlobEncodeChunk(int codec, const char *src, int len, bytea **out)
 }
 
 /*
- * Decode one compressed chunk of the given codec into dst, which has room for
- * raw_length bytes. Returns NULL when it decodes to exactly raw_length bytes,
- * else what is wrong with it (palloc'd). Raw chunks never come here: the
- * reader slices them where they are stored.
+ * Decode one compressed chunk of the given codec into *dst, which has room
+ * for raw_length bytes, or, when *dst is NULL, into a buffer allocated here
+ * once the codec and the length are known to be possible (a corrupt length
+ * is reported, never allocated). Returns NULL when it decodes to exactly
+ * raw_length bytes, else what is wrong with it (palloc'd). Raw chunks never
+ * come here: the reader slices them where they are stored.
  */
 const char *
-BlobDecodeProblem(int codec, const char *src, int srclen, int raw_length, char *dst)
+BlobDecodeProblem(int codec, const char *src, int srclen, int raw_length, char **dst)
 {
-	if (raw_length < 0 || raw_length > MaxAllocSize)
+	if (codec != BLOB_CODEC_ZSTD && codec != BLOB_CODEC_LZ4)
+		return psprintf("Unknown codec %d", codec);
+	/* no chunk or inline object is larger than the largest chunk size */
+	if (raw_length < 0 || raw_length > BLOB_CHUNK_SIZE_MAX)
 		return psprintf("Raw length %d is outside the allowed range", raw_length);
+	if (*dst == NULL)
+		*dst = palloc(Max(raw_length, 1));
 	if (codec == BLOB_CODEC_ZSTD)
 	{
 		size_t		n;
@@ -113,33 +119,35 @@ BlobDecodeProblem(int codec, const char *src, int srclen, int raw_length, char *
 			ereport(ERROR,
 					(errcode(ERRCODE_OUT_OF_MEMORY),
 					 errmsg("could not create a zstd decompression context")));
-		n = ZSTD_decompressDCtx(blob_dctx, dst, raw_length, src, srclen);
+		n = ZSTD_decompressDCtx(blob_dctx, *dst, raw_length, src, srclen);
 		if (ZSTD_isError(n))
 			return psprintf("zstd could not decode it: %s", ZSTD_getErrorName(n));
 		if (n != (size_t) raw_length)
 			return psprintf("It decodes to %zu bytes, not %d", n, raw_length);
 	}
-	else if (codec == BLOB_CODEC_LZ4)
+	else
 	{
 		/* decompress_safe never writes past raw_length; a bad stream is negative or short */
-		int			n = LZ4_decompress_safe(src, dst, srclen, raw_length);
+		int			n = LZ4_decompress_safe(src, *dst, srclen, raw_length);
 
 		if (n < 0)
 			return "lz4 could not decode it";
 		if (n != raw_length)
 			return psprintf("It decodes to %d bytes, not %d", n, raw_length);
 	}
-	else
-		return psprintf("Unknown codec %d", codec);
 	return NULL;
 }
 
-/* Decode one compressed chunk like BlobDecodeProblem, raising XX001 when it cannot be. */
-void
+/*
+ * Decode one compressed chunk like BlobDecodeProblem, into dst or (dst NULL)
+ * a buffer allocated here; returns the bytes and raises XX001 when it cannot.
+ */
+char *
 BlobDecodeChunk(int codec, const char *src, int srclen, int raw_length, char *dst)
 {
-	const char *problem = BlobDecodeProblem(codec, src, srclen, raw_length, dst);
+	const char *problem = BlobDecodeProblem(codec, src, srclen, raw_length, &dst);
 
 	if (problem != NULL)
 		BlobCorrupt(problem);
+	return dst;
 }

@@ -91,7 +91,7 @@ BlobRecompressReadRow(bool is_inline, BlobLz4Row *row)
 	{
 		row->blob_key = SpGetText(0, SpColumn("blob_key"));
 		SpGetInt64(0, SpColumn("size"), &size);
-		/* an inline object is at most one chunk: a larger size is corrupt */
+		/* an inline object is at most one chunk: a larger size is corrupt (-1) */
 		row->raw_length = size > BLOB_CHUNK_SIZE_MAX ? -1 : (int32) size;
 		row->stored = DatumGetByteaPCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
 													   SpColumn("inline_data"), &isnull));
@@ -141,15 +141,8 @@ BlobRecompressRows(SpQuery *candidates, SpQuery *rewrite, bool is_inline, int64 
 		old = MemoryContextSwitchTo(row_cxt);
 		BlobRecompressReadRow(is_inline, &row);
 		SPI_freetuptable(SPI_tuptable);
-		/* a length no chunk can have is refused before it is allocated */
-		if (row.raw_length <= 0 || row.raw_length > BLOB_CHUNK_SIZE_MAX)
-			problem = psprintf("Raw length %d is outside the allowed range", row.raw_length);
-		else
-		{
-			raw = palloc(row.raw_length);
-			problem = BlobDecodeProblem(BLOB_CODEC_LZ4, VARDATA_ANY(row.stored),
-										VARSIZE_ANY_EXHDR(row.stored), row.raw_length, raw);
-		}
+		problem = BlobDecodeProblem(BLOB_CODEC_LZ4, VARDATA_ANY(row.stored),
+									VARSIZE_ANY_EXHDR(row.stored), row.raw_length, &raw);
 		if (problem != NULL)
 		{
 			if (is_inline)

@@ -253,19 +253,12 @@ BlobSliceStored(int codec, Datum data, int32 raw_length, int64 start, int64 len,
 	}
 	else
 	{
-		stored = DatumGetByteaPP(data);
-		if (dst != NULL && start == 0 && len == raw_length)
-		{
-			BlobDecodeChunk(codec, VARDATA_ANY(stored), VARSIZE_ANY_EXHDR(stored), raw_length, dst);
-			bytes = dst;
-		}
-		else
-		{
-			char	   *raw = palloc(Max(raw_length, 1));
+		/* all of it wanted: decoded straight into dst; else into a buffer of its own */
+		bool		whole = dst != NULL && start == 0 && len == raw_length;
 
-			BlobDecodeChunk(codec, VARDATA_ANY(stored), VARSIZE_ANY_EXHDR(stored), raw_length, raw);
-			bytes = raw + start;
-		}
+		stored = DatumGetByteaPP(data);
+		bytes = BlobDecodeChunk(codec, VARDATA_ANY(stored), VARSIZE_ANY_EXHDR(stored), raw_length,
+								whole ? dst : NULL) + (whole ? 0 : start);
 	}
 	if (dst != NULL && bytes != dst)
 		memcpy(dst, bytes, len);

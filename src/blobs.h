@@ -66,8 +66,8 @@ typedef struct BlobOptions
 /* blob_codec.c */
 extern int	BlobEncodeChunk(int codec, const char *src, int len, bytea **out);
 extern const char *BlobDecodeProblem(int codec, const char *src, int srclen, int raw_length,
-									 char *dst);
-extern void BlobDecodeChunk(int codec, const char *src, int srclen, int raw_length, char *dst);
+									 char **dst);
+extern char *BlobDecodeChunk(int codec, const char *src, int srclen, int raw_length, char *dst);
 extern void BlobRequireCodecSchema(const char *function);
 
 /* blob_recompress.c */

@@ -7,21 +7,11 @@
 -- as a superuser, with sandbox_persist.allow_test_reset on for the database.
 -- Chunks are 4 kB here, so "one chunk" means at most 4096 bytes.
 BEGIN;
-SELECT plan(46);
+SELECT plan(48);
 SELECT sandbox_persist._reset_for_tests();
 SET LOCAL sandbox_persist.blob_chunk_size = '4kB';
 
 \ir lib/blob_helpers.psql
-
-CREATE FUNCTION pg_temp.body(k text, off bigint DEFAULT NULL, len bigint DEFAULT NULL)
-RETURNS bytea LANGUAGE sql AS $$
-    SELECT body FROM sandbox_persist.blob_get(k, off, len)
-$$;
-
-CREATE FUNCTION pg_temp.d(b bytea) RETURNS text LANGUAGE sql AS $$
-    SELECT CASE WHEN b IS NULL THEN 'NULL (absent)'
-                ELSE octet_length(b) || ' bytes, md5 ' || md5(b) END
-$$;
 
 -- How a key is stored: 'inline:<codec>' or the codec of each chunk in order.
 CREATE FUNCTION pg_temp.codecs(k text) RETURNS text LANGUAGE sql AS $$
@@ -190,6 +180,8 @@ UPDATE sandbox_persist.blob_chunks SET raw_length = 2000000000
 SELECT is(sandbox_persist.maintain()->>'blobsRecompressed', '1',
     'B35.18 a chunk claiming 2000000000 raw bytes is skipped before anything is allocated, and the round goes on');
 SELECT is(pg_temp.codecs('b35/huge'), 'chunks:2 1', 'B35.19 it stays lz4, its neighbour is zstd');
+SELECT pg_temp.rejects($$SELECT * FROM sandbox_persist.blob_get('b35/huge')$$, 'XX001',
+    'B35.20 a read of that chunk is corruption, refused before the claimed length is allocated');
 
 SELECT * FROM finish();
 ROLLBACK;

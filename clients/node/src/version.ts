@@ -10,7 +10,7 @@ import { SandboxPersistSetupError } from './errors.js'
 import type { Queryable } from './internal.js'
 
 /** This package's version; equals package.json's (a test holds them together). */
-export const ADAPTER_VERSION = '0.4.0'
+export const ADAPTER_VERSION = '0.5.0'
 
 /** The npm name, for the hint of an extension newer than this adapter. */
 const PACKAGE_NAME = '@sandbox-persist/tanstack-ai'

@@ -52,6 +52,7 @@ OBJS = \
 	src/locks.o \
 	src/takeovers.o \
 	src/event_log.o \
+	src/row_counts.o \
 	src/maintenance.o \
 	src/maintenance_health.o
 

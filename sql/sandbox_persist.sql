@@ -50,6 +50,48 @@ $$;
 
 COMMENT ON FUNCTION sandbox_persist._app_functions() IS 'Internal: the store functions an application role may execute (everything but the administration routines and the internal ones), as grant_app_role gives them.';
 
+-- function _blob_gc_enqueue()
+CREATE FUNCTION sandbox_persist._blob_gc_enqueue() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    -- Every content address that lost a reference, whether or not others
+    -- remain: a concurrent removal of the other reference may not be visible
+    -- here, and maintenance checks again before it deletes anything.
+    INSERT INTO sandbox_persist.blob_gc_queue (blob_key, queued_at)
+    SELECT DISTINCT gone.blob_key, (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+      FROM gone
+     WHERE gone.blob_key ~ '^sandbox-(files|artifacts)/sha256/[0-9a-f]{64}$';
+    RETURN NULL;
+END
+$$;
+
+COMMENT ON FUNCTION sandbox_persist._blob_gc_enqueue() IS 'Internal, statement trigger of checkpoint_blob_refs and artifacts: queues each content-addressed blob key that lost a reference (blob_gc_queue), so maintenance looks at that blob again without walking the referenced ones.';
+
+-- function _blobs_awaiting_gc(bigint, bigint)
+CREATE FUNCTION sandbox_persist._blobs_awaiting_gc(cutoff bigint, max_count bigint) RETURNS bigint
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    -- Only the blobs maintenance has yet to look at: those put or headed
+    -- (blobs_gc) and those that lost a reference (blob_gc_queue); a blob
+    -- found referenced left both, so the count never walks them.
+    SELECT count(*) FROM (
+        SELECT FROM sandbox_persist.blobs b
+         WHERE b.blob_key IN (SELECT g.blob_key FROM sandbox_persist.blobs g
+                               WHERE g.relied_on_at < coalesce(cutoff, 9223372036854775807)
+                              UNION
+                              SELECT q.blob_key FROM sandbox_persist.blob_gc_queue q)
+           AND (b.relied_on_at IS NULL OR b.relied_on_at < coalesce(cutoff, 9223372036854775807))
+           AND b.blob_key ~ '^sandbox-(files|artifacts)/sha256/[0-9a-f]{64}$'
+           AND NOT EXISTS (SELECT 1 FROM sandbox_persist.checkpoint_blob_refs r WHERE r.blob_key = b.blob_key)
+           AND NOT EXISTS (SELECT 1 FROM sandbox_persist.artifacts a WHERE a.blob_key = b.blob_key)
+         LIMIT max_count) k
+$$;
+
+COMMENT ON FUNCTION sandbox_persist._blobs_awaiting_gc(cutoff bigint, max_count bigint) IS 'Internal, for the overview view and _maintenance_backlog(): the content-addressed blobs nothing references that maintenance (A1) would collect with this grace cutoff (NULL: whatever their grace), counted up to max_count.';
+
 -- function _checkpoint_export_fork(text)
 CREATE FUNCTION sandbox_persist._checkpoint_export_fork(checkpoint_id text) RETURNS TABLE(checkpoint json, references_complete boolean, blob_keys text[], absent_blob_keys text[])
     LANGUAGE sql STABLE SECURITY DEFINER
@@ -373,6 +415,24 @@ CREATE FUNCTION sandbox_persist._reset_for_tests() RETURNS void
     AS 'MODULE_PATHNAME', '_reset_for_tests';
 
 COMMENT ON FUNCTION sandbox_persist._reset_for_tests() IS 'Internal, tests only: empties every store. Refused (SP902) unless a superuser set sandbox_persist.allow_test_reset.';
+
+-- function _row_count(text)
+CREATE FUNCTION sandbox_persist._row_count(counter text) RETURNS bigint
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT coalesce(sum(c.value), 0)::bigint FROM sandbox_persist.row_counts c WHERE c.counter = $1
+$$;
+
+COMMENT ON FUNCTION sandbox_persist._row_count(counter text) IS 'Internal, for the overview view: the current value of one counter of row_counts (its folded row plus the deltas of backends not folded yet).';
+
+-- function _row_count_trigger()
+CREATE FUNCTION sandbox_persist._row_count_trigger() RETURNS trigger
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', '_row_count_trigger';
+
+COMMENT ON FUNCTION sandbox_persist._row_count_trigger() IS 'Internal, row trigger: adds the change of the counters its arguments name (NAME counts rows, NAME+COLUMN sums a column, NAME#COLUMN sums its stored size, and {COLUMN} in NAME stands for the column''s value) to the calling backend''s row of row_counts.';
 
 -- function _thread_drop(text)
 CREATE FUNCTION sandbox_persist._thread_drop(thread_id text) RETURNS json
@@ -1605,6 +1665,14 @@ CREATE FUNCTION sandbox_persist.run_list_reclaimable(caller_now_ms bigint, ttl_m
 
 COMMENT ON FUNCTION sandbox_persist.run_list_reclaimable(caller_now_ms bigint, ttl_ms bigint) IS 'Run store listReclaimable: running runs detached at or before caller_now_ms - ttl_ms, oldest first, as a json array.';
 
+-- function run_list_reclaimable(bigint, bigint, integer)
+CREATE FUNCTION sandbox_persist.run_list_reclaimable(caller_now_ms bigint, ttl_ms bigint, max_rows integer) RETURNS json
+    LANGUAGE c STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'run_list_reclaimable';
+
+COMMENT ON FUNCTION sandbox_persist.run_list_reclaimable(caller_now_ms bigint, ttl_ms bigint, max_rows integer) IS 'Run store listReclaimable for reapers that work in batches: the first max_rows (NULL: all; negative is 22023) of the runs run_list_reclaimable(caller_now_ms, ttl_ms) lists, in the same order, so each call reads only what it returns.';
+
 -- function run_update(text, json)
 CREATE FUNCTION sandbox_persist.run_update(run_id text, patch json) RETURNS boolean
     LANGUAGE c SECURITY DEFINER
@@ -1673,10 +1741,10 @@ CREATE TABLE sandbox_persist.artifacts (
     run_id text NOT NULL COLLATE pg_catalog."C",
     thread_id text NOT NULL COLLATE pg_catalog."C",
     blob_key text COLLATE pg_catalog."C",
-    name text NOT NULL,
-    mime_type text NOT NULL,
+    name text COLLATE pg_catalog."C" NOT NULL,
+    mime_type text COLLATE pg_catalog."C" NOT NULL,
     size bigint NOT NULL,
-    source_url text,
+    source_url text COLLATE pg_catalog."C",
     created_at double precision NOT NULL,
     CONSTRAINT artifacts_created_at_check CHECK (((created_at <> 'Infinity'::double precision) AND (created_at <> '-Infinity'::double precision) AND (created_at <> 'NaN'::double precision))),
     CONSTRAINT artifacts_size_check CHECK ((size >= 0))
@@ -1686,7 +1754,7 @@ COMMENT ON TABLE sandbox_persist.artifacts IS 'Artifact store: records of files 
 
 -- table attention
 CREATE TABLE sandbox_persist.attention (
-    kind text NOT NULL,
+    kind text COLLATE pg_catalog."C" NOT NULL,
     run_id text NOT NULL COLLATE pg_catalog."C",
     first_seen bigint NOT NULL,
     last_seen bigint NOT NULL,
@@ -1719,12 +1787,20 @@ CREATE SEQUENCE sandbox_persist.blob_etags
 
 COMMENT ON SEQUENCE sandbox_persist.blob_etags IS 'Source of blob etags: every write of a key gets a new one.';
 
+-- table blob_gc_queue
+CREATE TABLE sandbox_persist.blob_gc_queue (
+    blob_key text COLLATE pg_catalog."C" NOT NULL,
+    queued_at bigint NOT NULL
+);
+
+COMMENT ON TABLE sandbox_persist.blob_gc_queue IS 'Content-addressed blob keys that lost a checkpoint reference or an artifact record, with when: maintenance (A1) looks at each such blob again, oldest first, and drops the entry. Duplicates are allowed, so removing references never waits on another transaction.';
+
 -- table blob_uploads
 CREATE TABLE sandbox_persist.blob_uploads (
     upload_id uuid NOT NULL,
     blob_key text NOT NULL COLLATE pg_catalog."C",
     version bigint NOT NULL,
-    content_type text,
+    content_type text COLLATE pg_catalog."C",
     custom_metadata json,
     chunk_size integer NOT NULL,
     received bigint DEFAULT 0 NOT NULL,
@@ -1750,8 +1826,8 @@ CREATE TABLE sandbox_persist.blobs (
     blob_key text NOT NULL COLLATE pg_catalog."C",
     version bigint NOT NULL,
     size bigint NOT NULL,
-    etag text NOT NULL,
-    content_type text,
+    etag text COLLATE pg_catalog."C" NOT NULL,
+    content_type text COLLATE pg_catalog."C",
     custom_metadata json,
     created_at bigint NOT NULL,
     updated_at bigint NOT NULL,
@@ -1793,9 +1869,9 @@ CREATE TABLE sandbox_persist.checkpoints (
     thread_id text NOT NULL COLLATE pg_catalog."C",
     parent_id text COLLATE pg_catalog."C",
     created_at double precision NOT NULL,
-    reason text NOT NULL,
-    label text,
-    source_run_id text,
+    reason text COLLATE pg_catalog."C" NOT NULL,
+    label text COLLATE pg_catalog."C",
+    source_run_id text COLLATE pg_catalog."C",
     files json NOT NULL,
     artifacts json NOT NULL,
     conv_ranges int8multirange NOT NULL,
@@ -1828,7 +1904,7 @@ CREATE TABLE sandbox_persist.conversation_messages (
     message_id bigint NOT NULL,
     thread_id text NOT NULL COLLATE pg_catalog."C",
     hash bytea NOT NULL,
-    body text NOT NULL
+    body text COLLATE pg_catalog."C" NOT NULL
 );
 
 COMMENT ON TABLE sandbox_persist.conversation_messages IS 'Each distinct conversation message of a checkpoint thread, stored once and keyed by the SHA-256 of its exact text; the thread''s conversation log names these rows by id.';
@@ -1875,12 +1951,15 @@ CREATE TABLE sandbox_persist.event_logs (
     last_append_at bigint NOT NULL,
     closed_at bigint,
     appends_after_close bigint DEFAULT 0 NOT NULL,
-    tail_digest bigint DEFAULT 0 NOT NULL
+    tail_digest bigint DEFAULT 0 NOT NULL,
+    lost_tail_seq bigint
 );
 
 COMMENT ON TABLE sandbox_persist.event_logs IS 'Durable event log headers: one log per run with its last sequence number, last append time, close time and the count of appends accepted after close.';
 
 COMMENT ON COLUMN sandbox_persist.event_logs.tail_digest IS 'The running digest of the entry at tail_seq (0 for an empty log), continued by the next append.';
+
+COMMENT ON COLUMN sandbox_persist.event_logs.lost_tail_seq IS 'The sequence number of the PRODUCER_LOST chunk maintenance (A10) ended the log with; NULL for a log it never ended. The log still ends that way while this equals tail_seq.';
 
 -- sequence event_logs_log_id_seq
 ALTER TABLE sandbox_persist.event_logs ALTER COLUMN log_id ADD GENERATED ALWAYS AS IDENTITY (
@@ -1897,10 +1976,10 @@ CREATE TABLE sandbox_persist.generation_runs (
     seq bigint NOT NULL,
     run_id text NOT NULL COLLATE pg_catalog."C",
     thread_id text NOT NULL COLLATE pg_catalog."C",
-    activity text NOT NULL,
-    provider text NOT NULL,
-    model text NOT NULL,
-    status text NOT NULL,
+    activity text COLLATE pg_catalog."C" NOT NULL,
+    provider text COLLATE pg_catalog."C" NOT NULL,
+    model text COLLATE pg_catalog."C" NOT NULL,
+    status text COLLATE pg_catalog."C" NOT NULL,
     started_at bigint NOT NULL,
     finished_at bigint,
     error json,
@@ -1925,9 +2004,9 @@ ALTER TABLE sandbox_persist.generation_runs ALTER COLUMN seq ADD GENERATED ALWAY
 -- table instances
 CREATE TABLE sandbox_persist.instances (
     instance_key text NOT NULL COLLATE pg_catalog."C",
-    provider text NOT NULL,
-    provider_sandbox_id text NOT NULL,
-    latest_snapshot_id text,
+    provider text COLLATE pg_catalog."C" NOT NULL,
+    provider_sandbox_id text COLLATE pg_catalog."C" NOT NULL,
+    latest_snapshot_id text COLLATE pg_catalog."C",
     thread_id text NOT NULL COLLATE pg_catalog."C",
     latest_run_id text COLLATE pg_catalog."C",
     updated_at bigint NOT NULL
@@ -1941,7 +2020,7 @@ CREATE TABLE sandbox_persist.interrupts (
     interrupt_id text NOT NULL COLLATE pg_catalog."C",
     run_id text NOT NULL COLLATE pg_catalog."C",
     thread_id text NOT NULL COLLATE pg_catalog."C",
-    status text NOT NULL,
+    status text COLLATE pg_catalog."C" NOT NULL,
     requested_at bigint NOT NULL,
     resolved_at bigint,
     payload json NOT NULL,
@@ -1996,8 +2075,8 @@ COMMENT ON TABLE sandbox_persist.locks IS 'LockStore leases: one row per held ke
 CREATE TABLE sandbox_persist.maintenance_schedule (
     id integer NOT NULL,
     job_id bigint NOT NULL,
-    schedule text NOT NULL,
-    username text NOT NULL,
+    schedule text COLLATE pg_catalog."C" NOT NULL,
+    username text COLLATE pg_catalog."C" NOT NULL,
     scheduled_at bigint NOT NULL,
     CONSTRAINT maintenance_schedule_id_check CHECK ((id = 1))
 );
@@ -2035,17 +2114,26 @@ CREATE TABLE sandbox_persist.metadata (
 
 COMMENT ON TABLE sandbox_persist.metadata IS 'Metadata store: any non-null JSON value under a (namespace, key) pair.';
 
+-- table row_counts
+CREATE TABLE sandbox_persist.row_counts (
+    counter text COLLATE pg_catalog."C" NOT NULL,
+    backend_pid integer NOT NULL,
+    value bigint NOT NULL
+);
+
+COMMENT ON TABLE sandbox_persist.row_counts IS 'Counters the overview reads instead of counting tables: runs by status, blob objects and bytes. Triggers add each change to the changing backend''s own row (backend_pid), so no two transactions wait on one row; maintain() folds the rows of backends that have exited into backend_pid 0. Not dumped: a restore rebuilds them as it loads the tables.';
+
 -- table runs
 CREATE TABLE sandbox_persist.runs (
     seq bigint NOT NULL,
     run_id text NOT NULL COLLATE pg_catalog."C",
     thread_id text NOT NULL COLLATE pg_catalog."C",
-    status text NOT NULL,
+    status text COLLATE pg_catalog."C" NOT NULL,
     started_at bigint NOT NULL,
     finished_at bigint,
     error json,
     usage json,
-    sandbox_key text,
+    sandbox_key text COLLATE pg_catalog."C",
     detached_since bigint,
     cancel_requested boolean,
     driver_epoch bigint,
@@ -2068,21 +2156,11 @@ CREATE VIEW sandbox_persist.overview AS
         ), health AS (
          SELECT sandbox_persist.maintenance_health() AS h
         )
- SELECT ( SELECT count(*) AS count
-           FROM sandbox_persist.runs
-          WHERE (runs.status = 'running'::text)) AS runs_running,
-    ( SELECT count(*) AS count
-           FROM sandbox_persist.runs
-          WHERE (runs.status = 'interrupted'::text)) AS runs_interrupted,
-    ( SELECT count(*) AS count
-           FROM sandbox_persist.runs
-          WHERE (runs.status = 'completed'::text)) AS runs_completed,
-    ( SELECT count(*) AS count
-           FROM sandbox_persist.runs
-          WHERE (runs.status = 'failed'::text)) AS runs_failed,
-    ( SELECT count(*) AS count
-           FROM sandbox_persist.runs
-          WHERE (runs.status = 'aborted'::text)) AS runs_aborted,
+ SELECT sandbox_persist._row_count('runs.running'::text) AS runs_running,
+    sandbox_persist._row_count('runs.interrupted'::text) AS runs_interrupted,
+    sandbox_persist._row_count('runs.completed'::text) AS runs_completed,
+    sandbox_persist._row_count('runs.failed'::text) AS runs_failed,
+    sandbox_persist._row_count('runs.aborted'::text) AS runs_aborted,
     ( SELECT count(*) AS count
            FROM sandbox_persist.runs
           WHERE ((runs.status = 'running'::text) AND (runs.detached_since IS NOT NULL))) AS runs_detached,
@@ -2097,21 +2175,10 @@ CREATE VIEW sandbox_persist.overview AS
     ( SELECT count(*) AS count
            FROM sandbox_persist.event_logs
           WHERE (event_logs.closed_at IS NULL)) AS event_logs_open,
-    ( SELECT count(*) AS count
-           FROM sandbox_persist.blobs) AS blobs,
-    ( SELECT COALESCE(sum(blobs.size), (0)::numeric) AS "coalesce"
-           FROM sandbox_persist.blobs) AS blob_raw_bytes,
-    (( SELECT COALESCE(sum(pg_column_size(c.data)), (0)::bigint) AS "coalesce"
-           FROM (sandbox_persist.blob_chunks c
-             JOIN sandbox_persist.blobs b ON ((b.version = c.version)))) + ( SELECT COALESCE(sum(pg_column_size(blobs.inline_data)), (0)::bigint) AS "coalesce"
-           FROM sandbox_persist.blobs)) AS blob_stored_bytes,
-    ( SELECT count(*) AS count
-           FROM sandbox_persist.blobs b
-          WHERE ((b.relied_on_at IS NOT NULL) AND (b.blob_key ~ '^sandbox-(files|artifacts)/sha256/[0-9a-f]{64}$'::text) AND (NOT (EXISTS ( SELECT 1
-                   FROM sandbox_persist.checkpoint_blob_refs r
-                  WHERE (r.blob_key = b.blob_key)))) AND (NOT (EXISTS ( SELECT 1
-                   FROM sandbox_persist.artifacts a
-                  WHERE (a.blob_key = b.blob_key)))))) AS blobs_awaiting_gc,
+    sandbox_persist._row_count('blobs'::text) AS blobs,
+    (sandbox_persist._row_count('blob_raw_bytes'::text))::numeric AS blob_raw_bytes,
+    sandbox_persist._row_count('blob_stored_bytes'::text) AS blob_stored_bytes,
+    sandbox_persist._blobs_awaiting_gc(NULL::bigint, 10000) AS blobs_awaiting_gc,
     ( SELECT count(*) AS count
            FROM sandbox_persist.blob_uploads) AS uploads_open,
     (( SELECT count(*) AS count
@@ -2126,9 +2193,8 @@ CREATE VIEW sandbox_persist.overview AS
             now_ms
           WHERE ((checkpoint_threads.owner_token IS NOT NULL) AND (checkpoint_threads.lease_expires_at > now_ms.now))) AS checkpoint_leases_held,
     ( SELECT count(*) AS count
-           FROM (sandbox_persist.event_logs l
-             JOIN sandbox_persist.event_log_entries e ON (((e.log_id = l.log_id) AND (e.seq = l.tail_seq))))
-          WHERE ((l.closed_at IS NOT NULL) AND ((e.chunk ->> 'type'::text) = 'RUN_ERROR'::text) AND ((e.chunk ->> 'code'::text) = 'PRODUCER_LOST'::text))) AS event_logs_producer_lost,
+           FROM sandbox_persist.event_logs l
+          WHERE ((l.lost_tail_seq IS NOT NULL) AND (l.lost_tail_seq = l.tail_seq) AND (l.closed_at IS NOT NULL))) AS event_logs_producer_lost,
     ( SELECT COALESCE(sum(lease_takeovers.takeovers), (0)::numeric) AS "coalesce"
            FROM sandbox_persist.lease_takeovers
           WHERE (lease_takeovers.kind = 'checkpoint_writer'::text)) AS checkpoint_writer_takeovers,
@@ -2173,9 +2239,9 @@ COMMENT ON COLUMN sandbox_persist.overview.blobs IS 'Stored blob objects.';
 
 COMMENT ON COLUMN sandbox_persist.overview.blob_raw_bytes IS 'Total size of the blob objects, uncompressed.';
 
-COMMENT ON COLUMN sandbox_persist.overview.blob_stored_bytes IS 'Bytes the current blob chunks take in storage, after compression.';
+COMMENT ON COLUMN sandbox_persist.overview.blob_stored_bytes IS 'Bytes the blob chunks (those of uploads in progress included) and inline objects take in storage, after compression; kept as a counter (row_counts).';
 
-COMMENT ON COLUMN sandbox_persist.overview.blobs_awaiting_gc IS 'Content-addressed blobs no checkpoint or artifact references: maintenance deletes them once past sandbox_persist.blob_gc_grace.';
+COMMENT ON COLUMN sandbox_persist.overview.blobs_awaiting_gc IS 'Content-addressed blobs no checkpoint or artifact references, within their grace or past it: maintenance deletes them once past sandbox_persist.blob_gc_grace. Counted up to 10000.';
 
 COMMENT ON COLUMN sandbox_persist.overview.uploads_open IS 'Streamed uploads begun and not yet committed or aborted.';
 
@@ -2229,7 +2295,7 @@ ALTER TABLE sandbox_persist.runs ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTI
 -- table thread_moves
 CREATE TABLE sandbox_persist.thread_moves (
     thread_id text NOT NULL COLLATE pg_catalog."C",
-    state text NOT NULL,
+    state text COLLATE pg_catalog."C" NOT NULL,
     peer_shard integer NOT NULL,
     since bigint NOT NULL,
     CONSTRAINT thread_moves_state_check CHECK ((state = ANY (ARRAY['moving'::text, 'dropping'::text, 'moved'::text, 'imported'::text])))
@@ -2378,6 +2444,10 @@ ALTER TABLE ONLY sandbox_persist.metadata
 ALTER TABLE ONLY sandbox_persist.reaper_heartbeats
     ADD CONSTRAINT reaper_heartbeats_pkey PRIMARY KEY (replica);
 
+-- constraint row_counts row_counts_pkey
+ALTER TABLE ONLY sandbox_persist.row_counts
+    ADD CONSTRAINT row_counts_pkey PRIMARY KEY (counter, backend_pid);
+
 -- constraint runs runs_pkey
 ALTER TABLE ONLY sandbox_persist.runs
     ADD CONSTRAINT runs_pkey PRIMARY KEY (run_id);
@@ -2400,6 +2470,11 @@ CREATE INDEX blob_chunks_lz4 ON sandbox_persist.blob_chunks USING btree (version
 
 COMMENT ON INDEX sandbox_persist.blob_chunks_lz4 IS 'The lz4 chunks (codec 2), in key order: what maintain() rewrites as zstd under blob_recompress (A12); empty when lz4 is not used.';
 
+-- index blob_gc_queue_order
+CREATE INDEX blob_gc_queue_order ON sandbox_persist.blob_gc_queue USING btree (queued_at);
+
+COMMENT ON INDEX sandbox_persist.blob_gc_queue_order IS 'The queue in arrival order: maintenance takes the oldest entries first.';
+
 -- index blobs_gc
 CREATE INDEX blobs_gc ON sandbox_persist.blobs USING btree (relied_on_at) WHERE (relied_on_at IS NOT NULL);
 
@@ -2411,6 +2486,11 @@ COMMENT ON INDEX sandbox_persist.blobs_inline_lz4 IS 'The lz4 inline objects (in
 -- index checkpoint_blob_refs_key
 CREATE INDEX checkpoint_blob_refs_key ON sandbox_persist.checkpoint_blob_refs USING btree (blob_key);
 
+-- index checkpoint_threads_leased
+CREATE INDEX checkpoint_threads_leased ON sandbox_persist.checkpoint_threads USING btree (lease_expires_at) WHERE (owner_token IS NOT NULL);
+
+COMMENT ON INDEX sandbox_persist.checkpoint_threads_leased IS 'Threads with a writer lease recorded: the overview counts the unexpired ones without reading every thread.';
+
 -- index checkpoints_thread_order
 CREATE INDEX checkpoints_thread_order ON sandbox_persist.checkpoints USING btree (thread_id, created_at, checkpoint_id);
 
@@ -2420,11 +2500,21 @@ CREATE INDEX event_logs_closed ON sandbox_persist.event_logs USING btree (closed
 -- index event_logs_open
 CREATE INDEX event_logs_open ON sandbox_persist.event_logs USING btree (log_id) WHERE (closed_at IS NULL);
 
+-- index event_logs_producer_lost
+CREATE INDEX event_logs_producer_lost ON sandbox_persist.event_logs USING btree (log_id) WHERE (lost_tail_seq IS NOT NULL);
+
+COMMENT ON INDEX sandbox_persist.event_logs_producer_lost IS 'The logs maintenance ended with PRODUCER_LOST (A10): the overview counts them without reading any entry.';
+
 -- index generation_runs_thread_started
 CREATE INDEX generation_runs_thread_started ON sandbox_persist.generation_runs USING btree (thread_id, started_at, seq);
 
 -- index instances_latest_run
 CREATE INDEX instances_latest_run ON sandbox_persist.instances USING btree (latest_run_id);
+
+-- index instances_updated
+CREATE INDEX instances_updated ON sandbox_persist.instances USING btree (updated_at, instance_key);
+
+COMMENT ON INDEX sandbox_persist.instances_updated IS 'Instances by age: instance_gc_candidates walks the oldest first and stops at max_rows, instead of sorting every row.';
 
 -- index interrupts_run_order
 CREATE INDEX interrupts_run_order ON sandbox_persist.interrupts USING btree (run_id, requested_at, seq);
@@ -2471,6 +2561,42 @@ CREATE TRIGGER thread_write_guard BEFORE INSERT OR DELETE OR UPDATE ON sandbox_p
 -- trigger runs thread_write_guard
 CREATE TRIGGER thread_write_guard BEFORE INSERT OR UPDATE ON sandbox_persist.runs FOR EACH ROW EXECUTE FUNCTION sandbox_persist._thread_write_guard();
 
+-- trigger artifacts blob_gc_artifact_deleted
+CREATE TRIGGER blob_gc_artifact_deleted AFTER DELETE ON sandbox_persist.artifacts REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION sandbox_persist._blob_gc_enqueue();
+
+-- trigger artifacts blob_gc_artifact_updated
+CREATE TRIGGER blob_gc_artifact_updated AFTER UPDATE ON sandbox_persist.artifacts REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION sandbox_persist._blob_gc_enqueue();
+
+-- trigger blob_chunks row_count_deleted
+CREATE TRIGGER row_count_deleted AFTER DELETE ON sandbox_persist.blob_chunks FOR EACH ROW EXECUTE FUNCTION sandbox_persist._row_count_trigger('blob_stored_bytes#data');
+
+-- trigger blob_chunks row_count_inserted
+CREATE TRIGGER row_count_inserted AFTER INSERT ON sandbox_persist.blob_chunks FOR EACH ROW EXECUTE FUNCTION sandbox_persist._row_count_trigger('blob_stored_bytes#data');
+
+-- trigger blob_chunks row_count_updated
+CREATE TRIGGER row_count_updated AFTER UPDATE OF data ON sandbox_persist.blob_chunks FOR EACH ROW WHEN ((pg_column_size(old.data) <> pg_column_size(new.data))) EXECUTE FUNCTION sandbox_persist._row_count_trigger('blob_stored_bytes#data');
+
+-- trigger blobs row_count_deleted
+CREATE TRIGGER row_count_deleted AFTER DELETE ON sandbox_persist.blobs FOR EACH ROW EXECUTE FUNCTION sandbox_persist._row_count_trigger('blobs', 'blob_raw_bytes+size', 'blob_stored_bytes#inline_data');
+
+-- trigger blobs row_count_inserted
+CREATE TRIGGER row_count_inserted AFTER INSERT ON sandbox_persist.blobs FOR EACH ROW EXECUTE FUNCTION sandbox_persist._row_count_trigger('blobs', 'blob_raw_bytes+size', 'blob_stored_bytes#inline_data');
+
+-- trigger blobs row_count_updated
+CREATE TRIGGER row_count_updated AFTER UPDATE OF size, inline_data ON sandbox_persist.blobs FOR EACH ROW WHEN (((old.size <> new.size) OR (pg_column_size(old.inline_data) IS DISTINCT FROM pg_column_size(new.inline_data)))) EXECUTE FUNCTION sandbox_persist._row_count_trigger('blobs', 'blob_raw_bytes+size', 'blob_stored_bytes#inline_data');
+
+-- trigger checkpoint_blob_refs blob_gc_reference_deleted
+CREATE TRIGGER blob_gc_reference_deleted AFTER DELETE ON sandbox_persist.checkpoint_blob_refs REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION sandbox_persist._blob_gc_enqueue();
+
+-- trigger runs row_count_deleted
+CREATE TRIGGER row_count_deleted AFTER DELETE ON sandbox_persist.runs FOR EACH ROW EXECUTE FUNCTION sandbox_persist._row_count_trigger('runs.{status}');
+
+-- trigger runs row_count_inserted
+CREATE TRIGGER row_count_inserted AFTER INSERT ON sandbox_persist.runs FOR EACH ROW EXECUTE FUNCTION sandbox_persist._row_count_trigger('runs.{status}');
+
+-- trigger runs row_count_updated
+CREATE TRIGGER row_count_updated AFTER UPDATE OF status ON sandbox_persist.runs FOR EACH ROW WHEN ((old.status <> new.status)) EXECUTE FUNCTION sandbox_persist._row_count_trigger('runs.{status}');
+
 -- foreign key checkpoint_blob_refs checkpoint_blob_refs_checkpoint_id_fkey
 ALTER TABLE ONLY sandbox_persist.checkpoint_blob_refs
     ADD CONSTRAINT checkpoint_blob_refs_checkpoint_id_fkey FOREIGN KEY (checkpoint_id) REFERENCES sandbox_persist.checkpoints(checkpoint_id) ON DELETE CASCADE;
@@ -2513,6 +2639,10 @@ SELECT pg_catalog.pg_extension_config_dump('conversation_garbage', '');
 SELECT pg_catalog.pg_extension_config_dump('thread_moves', '');
 SELECT pg_catalog.pg_extension_config_dump('maintenance_schedule', '');
 SELECT pg_catalog.pg_extension_config_dump('lease_takeovers', '');
+SELECT pg_catalog.pg_extension_config_dump('blob_gc_queue', '');
+-- row_counts is emptied by _reset_for_tests() but dumps no row: the triggers
+-- rebuild it while a restore loads the counted tables.
+SELECT pg_catalog.pg_extension_config_dump('row_counts', 'WHERE false');
 
 -- Owners, privileges, initial privileges, pinned search_paths: the hardening
 -- routine, exactly as every upgrade script ends.

@@ -52,40 +52,73 @@ PG_FUNCTION_INFO_V1(_maintenance_backlog);
 #define MAINT_DEFAULT_ROWS 1000
 
 /*
- * A1: candidates ($1 rows, cutoff $2) are locked first; the delete re-checks
- * in a fresh snapshot.
+ * A backlog is counted up to this many rows per action (docs/monitoring.md):
+ * the count then says "at least", and a scrape never reads a whole table.
  */
+#define MAINT_BACKLOG_MAX 10000
+
 /*
  * What each collecting action may take, given its cutoff parameter: one home,
  * read by the action and by _maintenance_backlog(), so the GC backlog a
  * monitor sees is exactly what the next rounds would collect.
  */
-#define MAINT_BLOB_COLLECTABLE(cutoff) \
-	"b.relied_on_at IS NOT NULL AND b.relied_on_at < " cutoff \
-	" AND b.blob_key ~ " SP_SQL_CONTENT_KEY_REGEX \
-	" AND NOT EXISTS (SELECT 1 FROM sandbox_persist.checkpoint_blob_refs r WHERE r.blob_key = b.blob_key)" \
+#define MAINT_BLOB_UNREFERENCED \
+	"NOT EXISTS (SELECT 1 FROM sandbox_persist.checkpoint_blob_refs r WHERE r.blob_key = b.blob_key)" \
 	" AND NOT EXISTS (SELECT 1 FROM sandbox_persist.artifacts a WHERE a.blob_key = b.blob_key)"
 #define MAINT_UPLOAD_EXPIRED(cutoff) "touched_at < " cutoff
 #define MAINT_LOCK_PURGEABLE(cutoff) "expires_at < " cutoff
 #define MAINT_LOG_DELETABLE(cutoff) "closed_at < " cutoff
 
+/*
+ * A1 looks at two kinds of blob, at most $1 of each: those put or headed
+ * before the grace cutoff $2 (relied_on_at: the blobs_gc index) and those
+ * that lost a reference (blob_gc_queue, filled by the reference tables'
+ * triggers) and were found referenced before (relied_on_at NULL: cleared
+ * only past the grace, so no grace is owed them). Both are locked (SKIP LOCKED: never wait on the application).
+ * It returns the keys and the queue entries it may drop once they are
+ * handled: every entry looked at but those whose blob another transaction
+ * holds, which wait for the next round.
+ */
 static SpQuery maint_blob_candidates = {
-	"WITH c AS (SELECT b.blob_key FROM sandbox_persist.blobs b"
-	"  WHERE " MAINT_BLOB_COLLECTABLE("$2")
-	"  ORDER BY b.relied_on_at LIMIT $1 FOR UPDATE SKIP LOCKED)"
-	" SELECT coalesce(array_agg(blob_key), '{}') FROM c",
+	"WITH q AS (SELECT ctid AS entry, blob_key FROM sandbox_persist.blob_gc_queue"
+	"  ORDER BY queued_at LIMIT $1 FOR UPDATE SKIP LOCKED),"
+	" relied AS (SELECT b.blob_key FROM sandbox_persist.blobs b WHERE b.relied_on_at < $2"
+	"  ORDER BY b.relied_on_at LIMIT $1 FOR UPDATE SKIP LOCKED),"
+	" queued AS (SELECT b.blob_key FROM sandbox_persist.blobs b"
+	"  WHERE b.blob_key IN (SELECT q.blob_key FROM q) AND b.relied_on_at IS NULL FOR UPDATE SKIP LOCKED)"
+	" SELECT ARRAY(SELECT relied.blob_key FROM relied UNION SELECT queued.blob_key FROM queued) AS keys,"
+	"  ARRAY(SELECT q.entry FROM q WHERE q.blob_key IN (SELECT queued.blob_key FROM queued)"
+	"        OR NOT EXISTS (SELECT 1 FROM sandbox_persist.blobs b"
+	"                       WHERE b.blob_key = q.blob_key AND b.relied_on_at IS NULL)) AS entries",
 	2, {INT8OID, INT8OID}
 };
 
+/* A1: the candidates ($1) still collectable in a fresh snapshot, with their chunks. */
 static SpQuery maint_blob_delete = {
 	"WITH d AS (DELETE FROM sandbox_persist.blobs b"
-	"  WHERE b.blob_key = ANY ($1) AND b.relied_on_at < $2"
-	"    AND NOT EXISTS (SELECT 1 FROM sandbox_persist.checkpoint_blob_refs r WHERE r.blob_key = b.blob_key)"
-	"    AND NOT EXISTS (SELECT 1 FROM sandbox_persist.artifacts a WHERE a.blob_key = b.blob_key)"
+	"  WHERE b.blob_key = ANY ($1) AND (b.relied_on_at IS NULL OR b.relied_on_at < $2)"
+	"    AND b.blob_key ~ " SP_SQL_CONTENT_KEY_REGEX " AND " MAINT_BLOB_UNREFERENCED
 	"  RETURNING b.version),"
 	" x AS (DELETE FROM sandbox_persist.blob_chunks WHERE version IN (SELECT version FROM d))"
 	" SELECT count(*) FROM d",
 	2, {TEXTARRAYOID, INT8OID}
+};
+
+/*
+ * A1: a candidate that stays (referenced, or not a content address) leaves
+ * blobs_gc; the queue brings it back when a reference goes away, and a put or
+ * head when it is relied on again.
+ */
+static SpQuery maint_blob_settle = {
+	"UPDATE sandbox_persist.blobs b SET relied_on_at = NULL"
+	" WHERE b.blob_key = ANY ($1) AND b.relied_on_at < $2"
+	"   AND (b.blob_key !~ " SP_SQL_CONTENT_KEY_REGEX " OR NOT (" MAINT_BLOB_UNREFERENCED "))",
+	2, {TEXTARRAYOID, INT8OID}
+};
+
+static SpQuery maint_blob_dequeue = {
+	"DELETE FROM sandbox_persist.blob_gc_queue WHERE ctid = ANY ($1)",
+	1, {TIDARRAYOID}
 };
 
 /* A2 */
@@ -129,7 +162,7 @@ static SpQuery maint_close_logs = {
  * appending happen under the log row lock, as an append does. last_append_at
  * keeps the producer's last append (the watchdog's invisible_run reads it).
  */
-/* The logs A10 ends, picked and locked (both texts below; $1-$3 as there). */
+/* The logs A10 ends, picked and locked ($1-$3 as above). */
 #define MAINT_LOST_LOGS_PICK \
 	"  WHERE l.closed_at IS NULL AND l.last_append_at < $1" \
 	"    AND NOT EXISTS (SELECT 1 FROM sandbox_persist.runs r" \
@@ -139,21 +172,11 @@ static SpQuery maint_close_logs = {
 	"                      AND k.expires_at > $3)" \
 	"  ORDER BY l.log_id LIMIT $2 FOR UPDATE OF l SKIP LOCKED),"
 
+/*
+ * The terminal chunk continues the log's running digest; lost_tail_seq
+ * records its sequence number, which the overview counts by.
+ */
 static SpQuery maint_lost_logs = {
-	"WITH c AS (SELECT l.log_id, l.run_id, l.tail_seq FROM sandbox_persist.event_logs l"
-	MAINT_LOST_LOGS_PICK
-	" e AS (INSERT INTO sandbox_persist.event_log_entries (log_id, seq, chunk)"
-	"  SELECT c.log_id, c.tail_seq + 1, pg_catalog.json_build_object('type', " SP_SQL_Q(SP_CHUNK_RUN_ERROR) ","
-	"    'runId', c.run_id, 'timestamp', $3, 'message', $4, 'code', " SP_SQL_Q(SP_PRODUCER_LOST_CODE) ","
-	"    'error', pg_catalog.json_build_object('message', $4, 'code', "
-	SP_SQL_Q(SP_PRODUCER_LOST_CODE) ")) FROM c)"
-	" UPDATE sandbox_persist.event_logs l SET tail_seq = c.tail_seq + 1, closed_at = $3"
-	"   FROM c WHERE l.log_id = c.log_id RETURNING l.log_id",
-	4, {INT8OID, INT8OID, INT8OID, TEXTOID}
-};
-
-/* The same for the 0.4.0 schema: the terminal chunk continues the log's running digest. */
-static SpQuery maint_lost_logs_digest = {
 	"WITH c AS (SELECT l.log_id, l.run_id, l.tail_seq, l.tail_digest FROM sandbox_persist.event_logs l"
 	MAINT_LOST_LOGS_PICK
 	" k AS MATERIALIZED (SELECT c.log_id, c.tail_seq + 1 AS seq, c.tail_digest,"
@@ -165,7 +188,8 @@ static SpQuery maint_lost_logs_digest = {
 	"  k.tail_digest # " SP_SQL_ENTRY_HASH("k.seq", "k.chunk") " AS digest FROM k),"
 	" e AS (INSERT INTO sandbox_persist.event_log_entries (log_id, seq, chunk, digest)"
 	"  SELECT h.log_id, h.seq, h.chunk, h.digest FROM h)"
-	" UPDATE sandbox_persist.event_logs l SET tail_seq = h.seq, closed_at = $3, tail_digest = h.digest"
+	" UPDATE sandbox_persist.event_logs l SET tail_seq = h.seq, closed_at = $3, tail_digest = h.digest,"
+	"  lost_tail_seq = h.seq"
 	"   FROM h WHERE l.log_id = h.log_id RETURNING l.log_id",
 	4, {INT8OID, INT8OID, INT8OID, TEXTOID}
 };
@@ -198,19 +222,6 @@ static SpQuery maint_delete_logs = {
 static SpQuery maint_run_candidates = {
 	"WITH c AS (SELECT r.run_id FROM sandbox_persist.runs r WHERE " MAINT_RUN_DELETABLE
 	"  ORDER BY r.changed_at LIMIT $1 FOR UPDATE SKIP LOCKED)"
-	" SELECT coalesce(array_agg(run_id), '{}') FROM c",
-	2, {INT8OID, INT8OID}
-};
-
-/*
- * The same for a 0.3.0 schema, where runs_terminal is keyed on
- * status_changed_at (never later than changed_at, so the bound drops no
- * candidate), walked in that order.
- */
-static SpQuery maint_run_candidates_status_clock = {
-	"WITH c AS (SELECT r.run_id FROM sandbox_persist.runs r"
-	"  WHERE r.status_changed_at < $2 AND " MAINT_RUN_DELETABLE
-	"  ORDER BY r.status_changed_at LIMIT $1 FOR UPDATE SKIP LOCKED)"
 	" SELECT coalesce(array_agg(run_id), '{}') FROM c",
 	2, {INT8OID, INT8OID}
 };
@@ -268,16 +279,8 @@ static SpQuery maint_watchdog_recheck = {
 	5, {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID}
 };
 
+/* The round: when, its summary and its wall-clock duration. */
 static SpQuery maint_record = {
-	"INSERT INTO sandbox_persist.maintenance_state (id, last_run_at, last_summary)"
-	" VALUES (1, $1, $2)"
-	" ON CONFLICT (id) DO UPDATE SET last_run_at = EXCLUDED.last_run_at,"
-	" last_summary = EXCLUDED.last_summary",
-	2, {INT8OID, JSONOID}
-};
-
-/* The same, from 0.4.0 on: with the round's wall-clock duration. */
-static SpQuery maint_record_duration = {
 	"INSERT INTO sandbox_persist.maintenance_state (id, last_run_at, last_summary, last_duration_ms)"
 	" VALUES (1, $1, $2, $3)"
 	" ON CONFLICT (id) DO UPDATE SET last_run_at = EXCLUDED.last_run_at,"
@@ -287,21 +290,27 @@ static SpQuery maint_record_duration = {
 
 /*
  * _maintenance_backlog: the rows each collecting action would take now,
- * without a row bound. A NULL cutoff (the action is off) counts nothing.
+ * without max_rows but counted up to $6 (MAINT_BACKLOG_MAX), so a monitor's
+ * read costs the same however large a backlog grows. A NULL cutoff (the
+ * action is off) counts nothing.
  */
 static SpQuery maint_backlog = {
-	"SELECT (SELECT count(*) FROM sandbox_persist.blobs b WHERE " MAINT_BLOB_COLLECTABLE("$1") ") AS blobs,"
-	" (SELECT count(*) FROM sandbox_persist.blob_uploads WHERE " MAINT_UPLOAD_EXPIRED("$2") ") AS uploads,"
-	" (SELECT count(*) FROM sandbox_persist.locks WHERE " MAINT_LOCK_PURGEABLE("$3") ") AS locks,"
-	" (SELECT count(*) FROM sandbox_persist.event_logs WHERE " MAINT_LOG_DELETABLE("$4") ") AS event_logs,"
-	" (SELECT count(*) FROM sandbox_persist.runs r WHERE " MAINT_RUN_DELETABLE_BEFORE("$5") ") AS runs",
-	5, {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID}
+	"SELECT sandbox_persist._blobs_awaiting_gc($1, $6) AS blobs,"
+	" (SELECT count(*) FROM (SELECT FROM sandbox_persist.blob_uploads WHERE " MAINT_UPLOAD_EXPIRED("$2")
+	"  LIMIT $6) k) AS uploads,"
+	" (SELECT count(*) FROM (SELECT FROM sandbox_persist.locks WHERE " MAINT_LOCK_PURGEABLE("$3")
+	"  LIMIT $6) k) AS locks,"
+	" (SELECT count(*) FROM (SELECT FROM sandbox_persist.event_logs WHERE " MAINT_LOG_DELETABLE("$4")
+	"  LIMIT $6) k) AS event_logs,"
+	" (SELECT count(*) FROM (SELECT FROM sandbox_persist.runs r WHERE " MAINT_RUN_DELETABLE_BEFORE("$5")
+	"  LIMIT $6) k) AS runs",
+	6, {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID}
 };
 
-/* A11's queue: blocks of deleted checkpoints not yet collected (0.3.0 on). */
+/* A11's queue: blocks of deleted checkpoints not yet collected, up to $1. */
 static SpQuery maint_backlog_conversation = {
-	"SELECT count(*) FROM sandbox_persist.conversation_garbage",
-	0, {InvalidOid}
+	"SELECT count(*) FROM (SELECT FROM sandbox_persist.conversation_garbage LIMIT $1) k",
+	1, {INT8OID}
 };
 
 static SpQuery maint_attention = {
@@ -316,29 +325,6 @@ static SpQuery maint_heartbeat = {
 	" ON CONFLICT (replica) DO UPDATE SET seen_at = EXCLUDED.seen_at, summary = EXCLUDED.summary",
 	3, {TEXTOID, INT8OID, JSONOID}
 };
-
-/*
- * True when the database has the 0.3.0 conversation log (A11's tables): the
- * same library also serves a database not yet updated, where A11 is absent
- * and the summary keeps its 0.2.0 keys.
- */
-static bool
-MaintHasConversationLog(void)
-{
-	Oid			ns = get_namespace_oid("sandbox_persist", true);
-
-	return OidIsValid(ns) && OidIsValid(get_relname_relid("conversation_garbage", ns));
-}
-
-/* True when maintenance_state has the 0.4.0 duration column. */
-static bool
-MaintHasDuration(void)
-{
-	Oid			ns = get_namespace_oid("sandbox_persist", true);
-	Oid			rel = OidIsValid(ns) ? get_relname_relid("maintenance_state", ns) : InvalidOid;
-
-	return OidIsValid(rel) && get_attnum(rel, "last_duration_ms") != InvalidAttrNumber;
-}
 
 /* Run one counting action: its statement returns a single count. Inside SPI. */
 static int64
@@ -383,6 +369,39 @@ MaintLockThenDelete(SpQuery *candidates, SpQuery *remove, int64 cutoff, int64 ma
 	SpArgDatum(&args, picked);
 	SpArgInt64(&args, cutoff);
 	return MaintCount(remove, &args);
+}
+
+/*
+ * A1: delete the unreferenced content-addressed blobs past the grace. The
+ * candidates that stay leave blobs_gc and the queue entries handled are
+ * dropped, so a referenced blob is looked at once, not at every round, until
+ * a reference to it goes away. Returns how many blobs were deleted.
+ */
+static int64
+MaintCollectBlobs(int64 cutoff, int64 max_rows)
+{
+	SpArgs		args;
+	Datum		keys;
+	Datum		entries;
+	bool		isnull;
+	int64		deleted;
+
+	SpArgsInit(&args);
+	SpArgInt64(&args, max_rows);
+	SpArgInt64(&args, cutoff);
+	SpExec(&maint_blob_candidates, &args, false, 1);
+	keys = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, SpColumn("keys"), &isnull);
+	entries = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, SpColumn("entries"),
+							&isnull);
+	SpArgsInit(&args);
+	SpArgDatum(&args, keys);
+	SpArgInt64(&args, cutoff);
+	deleted = MaintCount(&maint_blob_delete, &args);
+	SpExec(&maint_blob_settle, &args, false, 0);
+	SpArgsInit(&args);
+	SpArgDatum(&args, entries);
+	SpExec(&maint_blob_dequeue, &args, false, 0);
+	return deleted;
 }
 
 /* Notify the readers parked on each log id of the current SPI result (n rows). */
@@ -434,7 +453,7 @@ MaintEndLostLogs(int64 now, int64 max_rows)
 	SpArgText(&args, psprintf("The producer of this run stopped: no chunk was appended for %d s"
 							  " and no run-driver lock is held, so maintenance ended the stream.",
 							  sp_event_log_idle_close_s));
-	n = SpExec(LogHasDigests() ? &maint_lost_logs_digest : &maint_lost_logs, &args, false, 0);
+	n = SpExec(&maint_lost_logs, &args, false, 0);
 	MaintNotifyLogs(n);
 	return n;
 }
@@ -500,19 +519,17 @@ maintain(PG_FUNCTION_ARGS)
 	int64		messages = 0;
 	int64		recompressed;
 	TimestampTz started;
-	bool		has_log;
 	SpArgs		args;
 	StringInfoData summary;
 	MemoryContext outer = CurrentMemoryContext;
 	MemoryContext spi;
 
 	max_rows = SpCheckRowLimitArg(fcinfo, 0, "max_rows", MAINT_DEFAULT_ROWS);
+	SpRequireSchema(MAINT_LAYOUT_SINCE, "maintain");
 	started = GetCurrentTimestamp();
 
 	SPI_connect();
-	has_log = MaintHasConversationLog();
-	blobs = MaintLockThenDelete(&maint_blob_candidates, &maint_blob_delete,
-								SpTimeBefore(now, (int64) sp_blob_gc_grace_s * 1000), max_rows);
+	blobs = MaintCollectBlobs(SpTimeBefore(now, (int64) sp_blob_gc_grace_s * 1000), max_rows);
 	uploads = MaintCount(&maint_uploads,
 						 MaintCutoffArgs(&args, SpTimeBefore(now, (int64) sp_upload_expiry_s * 1000),
 										 max_rows));
@@ -526,8 +543,7 @@ maintain(PG_FUNCTION_ARGS)
 				   MaintCutoffArgs(&args, SpTimeBefore(now, (int64) sp_event_log_retention_s * 1000),
 								   max_rows));
 	runs = sp_run_retention_s == 0 ? 0 :
-		MaintLockThenDelete(RunsHaveStatusClock() ? &maint_run_candidates_status_clock
-							: &maint_run_candidates, &maint_run_delete,
+		MaintLockThenDelete(&maint_run_candidates, &maint_run_delete,
 							SpTimeBefore(now, (int64) sp_run_retention_s * 1000), max_rows);
 
 	/* A7: wake the application's reaper when detached runs exist */
@@ -547,8 +563,7 @@ maintain(PG_FUNCTION_ARGS)
 	}
 
 	/* A11: log blocks of deleted checkpoints, then messages nothing names */
-	if (has_log)
-		ConvCollect(max_rows, &positions, &messages);
+	ConvCollect(max_rows, &positions, &messages);
 
 	/* A12: lz4 blobs rewritten as zstd */
 	recompressed = sp_blob_recompress ? BlobRecompress(max_rows) : 0;
@@ -556,6 +571,7 @@ maintain(PG_FUNCTION_ARGS)
 	fresh = MaintWatchdog(now, max_rows);
 	MaintWatchdogArgs(&args, now, max_rows);
 	resolved = MaintCount(&maint_watchdog_recheck, &args);
+	RowCountsFold();
 
 	/* the summary outlives SPI_finish: build it in the caller's context */
 	spi = MemoryContextSwitchTo(outer);
@@ -567,25 +583,18 @@ maintain(PG_FUNCTION_ARGS)
 					 ",\"logsProducerLost\":" INT64_FORMAT ",\"logsDeleted\":" INT64_FORMAT
 					 ",\"runsDeleted\":" INT64_FORMAT
 					 ",\"detachedRuns\":" INT64_FORMAT ",\"dueRuns\":" INT64_FORMAT
-					 ",\"attentionNew\":" INT64_FORMAT ",\"attentionResolved\":" INT64_FORMAT,
-					 blobs, uploads, locks, closed, lost, logs, runs, detached, due, fresh, resolved);
-	if (has_log)
-		appendStringInfo(&summary,
-						 ",\"conversationPositionsDeleted\":" INT64_FORMAT
-						 ",\"conversationMessagesDeleted\":" INT64_FORMAT,
-						 positions, messages);
-	appendStringInfo(&summary, ",\"blobsRecompressed\":" INT64_FORMAT "}", recompressed);
+					 ",\"attentionNew\":" INT64_FORMAT ",\"attentionResolved\":" INT64_FORMAT
+					 ",\"conversationPositionsDeleted\":" INT64_FORMAT
+					 ",\"conversationMessagesDeleted\":" INT64_FORMAT
+					 ",\"blobsRecompressed\":" INT64_FORMAT "}",
+					 blobs, uploads, locks, closed, lost, logs, runs, detached, due, fresh, resolved,
+					 positions, messages, recompressed);
 	SpArgsInit(&args);
 	SpArgInt64(&args, now);
 	SpArgTextLen(&args, summary.data, summary.len);
-	if (MaintHasDuration())
-	{
-		/* elapsed wall-clock time, whatever clock judged the actions */
-		SpArgInt64(&args, (int64) ((GetCurrentTimestamp() - started) / 1000));
-		SpExec(&maint_record_duration, &args, false, 0);
-	}
-	else
-		SpExec(&maint_record, &args, false, 0);
+	/* elapsed wall-clock time, whatever clock judged the actions */
+	SpArgInt64(&args, (int64) ((GetCurrentTimestamp() - started) / 1000));
+	SpExec(&maint_record, &args, false, 0);
 	SPI_finish();
 
 	ereport(LOG,
@@ -607,7 +616,8 @@ MaintArgCutoffOrOff(SpArgs *args, int64 now, int setting_s)
  * _maintenance_backlog(now_ms bigint) -> json {blobs, uploads, locks,
  * eventLogs, runs, conversationBlocks}: how many rows each collecting action
  * (A1, A2, A3, A5, A6, A11) would delete at now_ms, by the same conditions and
- * settings maintain() uses, without its max_rows bound. Reads only.
+ * settings maintain() uses, without its max_rows bound, each counted up to
+ * MAINT_BACKLOG_MAX. Reads only.
  */
 Datum
 _maintenance_backlog(PG_FUNCTION_ARGS)
@@ -623,6 +633,7 @@ _maintenance_backlog(PG_FUNCTION_ARGS)
 	SpArgs		args;
 	bool		first = true;
 
+	SpRequireSchema(MAINT_LAYOUT_SINCE, "_maintenance_backlog");
 	SPI_connect();
 	SpArgsInit(&args);
 	SpArgInt64(&args, SpTimeBefore(now, (int64) sp_blob_gc_grace_s * 1000));
@@ -630,15 +641,14 @@ _maintenance_backlog(PG_FUNCTION_ARGS)
 	SpArgInt64(&args, SpTimeBefore(now, (int64) sp_lock_purge_after_s * 1000));
 	MaintArgCutoffOrOff(&args, now, sp_event_log_retention_s);
 	MaintArgCutoffOrOff(&args, now, sp_run_retention_s);
+	SpArgInt64(&args, MAINT_BACKLOG_MAX);
 	SpExec(&maint_backlog, &args, true, 1);
 	for (int i = 0; i < lengthof(columns); i++)
 		SpGetInt64(0, SpColumn(columns[i]), &counts[i]);
-	if (MaintHasConversationLog())
-	{
-		SpArgsInit(&args);
-		SpExec(&maint_backlog_conversation, &args, true, 1);
-		SpGetInt64(0, 1, &blocks);
-	}
+	SpArgsInit(&args);
+	SpArgInt64(&args, MAINT_BACKLOG_MAX);
+	SpExec(&maint_backlog_conversation, &args, true, 1);
+	SpGetInt64(0, 1, &blocks);
 	spi = MemoryContextSwitchTo(outer);
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '{');

@@ -143,8 +143,8 @@ static SpQuery run_by_thread = {
 static SpQuery run_reclaimable = {
 	"SELECT " RUN_COLUMNS " FROM sandbox_persist.runs"
 	" WHERE status = " SP_SQL_RUN_RUNNING " AND detached_since IS NOT NULL AND detached_since <= $1"
-	" ORDER BY detached_since, seq",
-	1, {INT8OID}
+	" ORDER BY detached_since, seq LIMIT $2",
+	2, {INT8OID, INT8OID}
 };
 
 /* The RunRecord, read by column name; unset optionals are omitted. */
@@ -347,9 +347,10 @@ run_list_by_thread(PG_FUNCTION_ARGS)
 }
 
 /*
- * run_list_reclaimable(caller_now_ms, ttl_ms) -> json: running runs detached
- * at or before caller_now_ms - ttl_ms, oldest detachment first. The caller's
- * clock is the contract's argument, so it is never gated.
+ * run_list_reclaimable(caller_now_ms, ttl_ms [, max_rows]) -> json: running
+ * runs detached at or before caller_now_ms - ttl_ms, oldest detachment first,
+ * all of them or the first max_rows (NULL: all). The caller's clock is the
+ * contract's argument, so it is never gated.
  */
 Datum
 run_list_reclaimable(PG_FUNCTION_ARGS)
@@ -367,5 +368,9 @@ run_list_reclaimable(PG_FUNCTION_ARGS)
 						   PG_GETARG_INT64(0), PG_GETARG_INT64(1))));
 	SpArgsInit(&args);
 	SpArgInt64(&args, cutoff);
+	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
+		SpArgInt64(&args, SpCheckRowLimitArg(fcinfo, 2, "max_rows", 0));
+	else
+		SpArgNull(&args);
 	return SpReadJson(fcinfo, &run_reclaimable, &args, RunAppendRecord, false);
 }

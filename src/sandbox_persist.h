@@ -55,6 +55,12 @@ typedef enum SpReopenPolicy
  */
 extern void SpRequireSchema(const char *since, const char *function);
 
+/*
+ * The schema maintain() and _maintenance_backlog() serve: the blob GC queue,
+ * the row counters they fold and read, and event_logs.lost_tail_seq.
+ */
+#define MAINT_LAYOUT_SINCE	"0.5.0"
+
 /* Current time in epoch milliseconds, honouring an injected clock when allowed. */
 extern int64 SpNowMs(FunctionCallInfo fcinfo, int now_argno);
 
@@ -313,6 +319,9 @@ extern bool LogHasDigests(void);
 
 /* runs.c: whether the runs table has the 0.3.0 status clock */
 extern bool RunsHaveStatusClock(void);
+
+/* row_counts.c: fold the counter rows of exited backends (maintain()) */
+extern void RowCountsFold(void);
 
 /* takeovers.c: count one lease takeover (nothing before 0.4.0) */
 extern void TakeoverCount(const char *kind);

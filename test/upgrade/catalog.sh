@@ -85,13 +85,13 @@ if [ "$old_lib" = 1 ]; then release_lib_current || fail "the current library cou
 # current library refuses what needs a newer layout than $FROM's with 55000
 # and the hint to update (SV1), and serves a schema that has it (SV2).
 # sv_probe TAG [CALLS]: SQL that runs CALLS (PL/pgSQL statements; default a
-# checkpoint_get) and prints "TAG: served" or "TAG: <sqlstate> <message> / <hint>".
+# maintain(0), which needs the newest layout) and prints "TAG: served" or "TAG: <sqlstate> <message> / <hint>".
 sv_probe() {
     cat <<SQL
 DO \$\$
 DECLARE st text; msg text; hint text;
 BEGIN
-    ${2:-PERFORM sandbox_persist.checkpoint_get('sv-probe');}
+    ${2:-PERFORM sandbox_persist.maintain(0);}
     RAISE NOTICE '$1: served';
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT;
@@ -109,8 +109,8 @@ REFUSED="55000 the sandbox_persist schema of this database is older than its lib
 sv=$(sv_probe sv | psql -X -A -t -d "$UPGRADED" 2>&1)
 if [ "$old_lib" = 1 ]; then
     grep -qF "sv: $REFUSED" <<<"$sv" \
-        || fail "SV1 checkpoint_get on a $FROM schema with the current library: $sv"
-    echo "ok SV1 the current library refuses checkpoint_get on a $FROM schema: 55000, hint ALTER EXTENSION sandbox_persist UPDATE"
+        || fail "SV1 maintain on a $FROM schema with the current library: $sv"
+    echo "ok SV1 the current library refuses maintain on a $FROM schema: 55000, hint ALTER EXTENSION sandbox_persist UPDATE"
     # SV3/SV4: a backend remembers that the schema was new enough
     # (schema_version.c), and forgets it when the schema goes back to $FROM
     # by DROP and CREATE EXTENSION, in another backend (SV3) or its own (SV4);
@@ -135,8 +135,8 @@ if [ "$old_lib" = 1 ]; then
         || fail "SV4 a backend that served the updated schema, after it dropped it and created $FROM itself: $sv"
     echo "ok SV4 after ALTER EXTENSION UPDATE the same backend serves at once, and refuses again after its own DROP and CREATE EXTENSION VERSION '$FROM'"
 else
-    grep -qF "sv: served" <<<"$sv" || fail "SV2 checkpoint_get on a $FROM schema with the current library: $sv"
-    echo "ok SV2 the current library serves checkpoint_get on a $FROM schema (the layout it needs)"
+    grep -qF "sv: served" <<<"$sv" || fail "SV2 maintain on a $FROM schema with the current library: $sv"
+    echo "ok SV2 the current library serves maintain on a $FROM schema (the layout it needs)"
     # SV5: the codec constraints of a schema before 0.4.0 admit no lz4
     # (BLOB_LZ4_SINCE), so the library refuses to write it there, before
     # anything is stored, and writes zstd as before.

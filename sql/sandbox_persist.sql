@@ -878,16 +878,20 @@ CREATE FUNCTION sandbox_persist._thread_write_guard() RETURNS trigger
 
 COMMENT ON FUNCTION sandbox_persist._thread_write_guard() IS 'Internal: the row trigger on every thread-owned table that refuses a write to a moving or moved thread with SP014 (SANDBOX_THREAD_MOVING).';
 
--- function _watchdog_items(bigint, bigint, bigint, bigint)
-CREATE FUNCTION sandbox_persist._watchdog_items(now_ms bigint, reaper_ttl_ms bigint, sweep_interval_ms bigint, idle_ms bigint) RETURNS TABLE(kind text, run_id text, detail json)
+-- function _watchdog_items(bigint, bigint, bigint, bigint, integer)
+CREATE FUNCTION sandbox_persist._watchdog_items(now_ms bigint, reaper_ttl_ms bigint, sweep_interval_ms bigint, idle_ms bigint, per_kind integer) RETURNS TABLE(kind text, run_id text, detail json)
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    SELECT 'reaper_missing', r.run_id, json_build_object('detachedSince', r.detached_since)
-      FROM sandbox_persist.runs r
-     WHERE reaper_ttl_ms > 0 AND sweep_interval_ms > 0
-       AND r.status = 'running' AND r.detached_since IS NOT NULL
-       AND r.detached_since < now_ms - (reaper_ttl_ms + 2 * sweep_interval_ms)
+    -- Each kind lists its oldest items first and stops at per_kind, walking
+    -- an index in that order, so a large population costs no more than a
+    -- small one.
+    (SELECT 'reaper_missing', r.run_id, json_build_object('detachedSince', r.detached_since)
+       FROM sandbox_persist.runs r
+      WHERE reaper_ttl_ms > 0 AND sweep_interval_ms > 0
+        AND r.status = 'running' AND r.detached_since IS NOT NULL
+        AND r.detached_since < now_ms - (reaper_ttl_ms + 2 * sweep_interval_ms)
+      ORDER BY r.detached_since, r.seq LIMIT per_kind)
     UNION ALL
     SELECT 'reaper_missing', '', json_build_object('detachedRuns', count(*))
       FROM sandbox_persist.runs r
@@ -896,27 +900,31 @@ CREATE FUNCTION sandbox_persist._watchdog_items(now_ms bigint, reaper_ttl_ms big
        AND NOT EXISTS (SELECT 1 FROM sandbox_persist.reaper_heartbeats h
                         WHERE h.seen_at >= now_ms - 2 * sweep_interval_ms)
     UNION ALL
-    SELECT 'invisible_run', r.run_id, NULL
-      FROM sandbox_persist.runs r
-     WHERE r.status = 'running' AND r.detached_since IS NULL
-       AND r.status_changed_at < now_ms - idle_ms AND r.changed_at < now_ms - idle_ms
-       AND NOT EXISTS (SELECT 1 FROM sandbox_persist.locks l
-                        WHERE l.lock_key = 'run-driver:' || r.run_id AND l.expires_at > now_ms)
-       AND NOT EXISTS (SELECT 1 FROM sandbox_persist.event_logs e
-                        WHERE e.run_id = r.run_id AND e.last_append_at >= now_ms - idle_ms)
+    (SELECT 'invisible_run', r.run_id, NULL
+       FROM sandbox_persist.runs r
+      WHERE r.status = 'running' AND r.detached_since IS NULL
+        AND r.status_changed_at < now_ms - idle_ms AND r.changed_at < now_ms - idle_ms
+        AND NOT EXISTS (SELECT 1 FROM sandbox_persist.locks l
+                         WHERE l.lock_key = 'run-driver:' || r.run_id AND l.expires_at > now_ms)
+        -- a probe per run (run_id is unique), never a join over every log
+        AND coalesce((SELECT e.last_append_at FROM sandbox_persist.event_logs e WHERE e.run_id = r.run_id),
+                     now_ms - idle_ms - 1) < now_ms - idle_ms
+      ORDER BY r.status_changed_at, r.run_id LIMIT per_kind)
     UNION ALL
-    SELECT 'stuck_cancel', r.run_id, NULL
-      FROM sandbox_persist.runs r
-     WHERE r.status = 'running' AND r.cancel_requested
-       AND r.status_changed_at < now_ms - idle_ms AND r.changed_at < now_ms - idle_ms
+    (SELECT 'stuck_cancel', r.run_id, NULL
+       FROM sandbox_persist.runs r
+      WHERE r.status = 'running' AND r.cancel_requested
+        AND r.status_changed_at < now_ms - idle_ms AND r.changed_at < now_ms - idle_ms
+      ORDER BY r.status_changed_at, r.run_id LIMIT per_kind)
     UNION ALL
-    SELECT 'append_after_close', e.run_id,
-           json_build_object('appendsAfterClose', e.appends_after_close)
-      FROM sandbox_persist.event_logs e
-     WHERE e.appends_after_close > 0
+    (SELECT 'append_after_close', e.run_id,
+            json_build_object('appendsAfterClose', e.appends_after_close)
+       FROM sandbox_persist.event_logs e
+      WHERE e.appends_after_close > 0
+      ORDER BY e.log_id LIMIT per_kind)
 $$;
 
-COMMENT ON FUNCTION sandbox_persist._watchdog_items(now_ms bigint, reaper_ttl_ms bigint, sweep_interval_ms bigint, idle_ms bigint) IS 'Internal, for maintain(): the watchdog items current at now_ms (kind, run_id, detail), judged with the reaper TTL, sweep interval and idle time given. Reports only, never acts.';
+COMMENT ON FUNCTION sandbox_persist._watchdog_items(now_ms bigint, reaper_ttl_ms bigint, sweep_interval_ms bigint, idle_ms bigint, per_kind integer) IS 'Internal, for maintain(): the watchdog items current at now_ms (kind, run_id, detail), judged with the reaper TTL, sweep interval and idle time given, at most per_kind of each kind, the oldest first. Reports only, never acts.';
 
 -- function artifact_delete(text)
 CREATE FUNCTION sandbox_persist.artifact_delete(artifact_id text) RETURNS boolean
@@ -1402,13 +1410,13 @@ CREATE FUNCTION sandbox_persist.lock_renew_many(leases json, ttl_ms bigint, now_
 COMMENT ON FUNCTION sandbox_persist.lock_renew_many(leases json, ttl_ms bigint, now_ms bigint) IS 'LockStore renew of many leases [{key, ownerToken}] in one statement, each by ttl_ms; returns json {renewed: [{key, expiresAt}], lost: [key]}.';
 
 -- function maintain(integer, bigint)
-CREATE FUNCTION sandbox_persist.maintain(max_rows integer DEFAULT 1000, now_ms bigint DEFAULT NULL::bigint) RETURNS json
+CREATE FUNCTION sandbox_persist.maintain(max_rows integer DEFAULT 100000, now_ms bigint DEFAULT NULL::bigint) RETURNS json
     LANGUAGE c SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET lock_timeout TO '2s'
     AS 'MODULE_PATHNAME', 'maintain';
 
-COMMENT ON FUNCTION sandbox_persist.maintain(max_rows integer, now_ms bigint) IS 'One round of safe maintenance, at most max_rows rows per action: collects unreferenced content-addressed blobs, idle uploads, expired locks and old logs and runs, closes finished logs, updates watchdog items. Returns the counts as json.';
+COMMENT ON FUNCTION sandbox_persist.maintain(max_rows integer, now_ms bigint) IS 'One round of safe maintenance, at most max_rows rows per action, taken in batches of 1000 until sandbox_persist.maintenance_time_budget is spent: collects unreferenced content-addressed blobs, idle uploads, expired locks and old logs and runs, closes finished logs, updates watchdog items. Returns the counts as json.';
 
 -- function maintenance_health()
 CREATE FUNCTION sandbox_persist.maintenance_health() RETURNS json
@@ -1657,21 +1665,13 @@ CREATE FUNCTION sandbox_persist.run_list_by_thread(thread_id text) RETURNS json
 
 COMMENT ON FUNCTION sandbox_persist.run_list_by_thread(thread_id text) IS 'Run store listByThread: the runs of thread_id as a json array, by startedAt then insertion order.';
 
--- function run_list_reclaimable(bigint, bigint)
-CREATE FUNCTION sandbox_persist.run_list_reclaimable(caller_now_ms bigint, ttl_ms bigint) RETURNS json
-    LANGUAGE c STABLE SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS 'MODULE_PATHNAME', 'run_list_reclaimable';
-
-COMMENT ON FUNCTION sandbox_persist.run_list_reclaimable(caller_now_ms bigint, ttl_ms bigint) IS 'Run store listReclaimable: running runs detached at or before caller_now_ms - ttl_ms, oldest first, as a json array.';
-
 -- function run_list_reclaimable(bigint, bigint, integer)
-CREATE FUNCTION sandbox_persist.run_list_reclaimable(caller_now_ms bigint, ttl_ms bigint, max_rows integer) RETURNS json
+CREATE FUNCTION sandbox_persist.run_list_reclaimable(caller_now_ms bigint, ttl_ms bigint, max_rows integer DEFAULT NULL::integer) RETURNS json
     LANGUAGE c STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS 'MODULE_PATHNAME', 'run_list_reclaimable';
 
-COMMENT ON FUNCTION sandbox_persist.run_list_reclaimable(caller_now_ms bigint, ttl_ms bigint, max_rows integer) IS 'Run store listReclaimable for reapers that work in batches: the first max_rows (NULL: all; negative is 22023) of the runs run_list_reclaimable(caller_now_ms, ttl_ms) lists, in the same order, so each call reads only what it returns.';
+COMMENT ON FUNCTION sandbox_persist.run_list_reclaimable(caller_now_ms bigint, ttl_ms bigint, max_rows integer) IS 'Run store listReclaimable: running runs detached at or before caller_now_ms - ttl_ms, oldest first, as a json array; all of them (max_rows NULL, the contract''s call) or the first max_rows, for reapers that work in batches (negative is 22023).';
 
 -- function run_update(text, json)
 CREATE FUNCTION sandbox_persist.run_update(run_id text, patch json) RETURNS boolean
@@ -1682,7 +1682,7 @@ CREATE FUNCTION sandbox_persist.run_update(run_id text, patch json) RETURNS bool
 COMMENT ON FUNCTION sandbox_persist.run_update(run_id text, patch json) IS 'Run store update: applies a key-presence-aware patch (absent keys kept, null clears) to run_id; refuses a driverEpoch that does not grow (SP201). True when a row changed.';
 
 -- function schedule_maintenance(text, integer)
-CREATE FUNCTION sandbox_persist.schedule_maintenance(schedule text DEFAULT '* * * * *'::text, max_rows integer DEFAULT 1000) RETURNS bigint
+CREATE FUNCTION sandbox_persist.schedule_maintenance(schedule text DEFAULT '* * * * *'::text, max_rows integer DEFAULT 100000) RETURNS bigint
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1761,7 +1761,7 @@ CREATE TABLE sandbox_persist.attention (
     detail json
 );
 
-COMMENT ON TABLE sandbox_persist.attention IS 'Watchdog items maintenance currently reports (a missing reaper, invisible runs, stuck cancels, appends after close), with when each was first and last seen.';
+COMMENT ON TABLE sandbox_persist.attention IS 'Watchdog items maintenance currently reports (a missing reaper, invisible runs, stuck cancels, appends after close), with when each was first and last seen: at most 100 of each kind, the oldest (an item also leaves when older ones fill its kind).';
 
 -- table blob_chunks
 CREATE TABLE sandbox_persist.blob_chunks (
@@ -2493,6 +2493,11 @@ COMMENT ON INDEX sandbox_persist.checkpoint_threads_leased IS 'Threads with a wr
 
 -- index checkpoints_thread_order
 CREATE INDEX checkpoints_thread_order ON sandbox_persist.checkpoints USING btree (thread_id, created_at, checkpoint_id);
+
+-- index event_logs_appended_after_close
+CREATE INDEX event_logs_appended_after_close ON sandbox_persist.event_logs USING btree (log_id) WHERE (appends_after_close > 0);
+
+COMMENT ON INDEX sandbox_persist.event_logs_appended_after_close IS 'The logs that counted appends after close: the watchdog lists them (append_after_close) without reading every log.';
 
 -- index event_logs_closed
 CREATE INDEX event_logs_closed ON sandbox_persist.event_logs USING btree (closed_at) WHERE (closed_at IS NOT NULL);

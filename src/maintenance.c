@@ -49,13 +49,26 @@ PG_FUNCTION_INFO_V1(_reaper_ttl_ms);
 PG_FUNCTION_INFO_V1(_maintenance_backlog);
 
 /* max_rows of maintain when left out or NULL: the SQL signature's DEFAULT. */
-#define MAINT_DEFAULT_ROWS 1000
+#define MAINT_DEFAULT_ROWS 100000
 
 /*
  * A backlog is counted up to this many rows per action (docs/monitoring.md):
  * the count then says "at least", and a scrape never reads a whole table.
  */
 #define MAINT_BACKLOG_MAX 10000
+
+/*
+ * The most rows one statement of a collecting action takes: a call drains a
+ * larger max_rows in batches of this size, within the time budget.
+ */
+#define MAINT_BATCH_ROWS 1000
+
+/*
+ * The most watchdog items recorded of one kind, the oldest (docs/contract/
+ * maintenance.md §3): attention stays small however many runs qualify, and
+ * judging it reads no more than that many of each.
+ */
+#define MAINT_ATTENTION_PER_KIND 100
 
 /*
  * What each collecting action may take, given its cutoff parameter: one home,
@@ -245,18 +258,19 @@ static SpQuery maint_detached = {
 
 /*
  * A8: record watchdog items not yet recorded (at most $5 per call); the item
- * definitions live in _watchdog_items(now, reaper_ttl, sweep_interval, idle).
+ * definitions live in _watchdog_items(now, reaper_ttl, sweep_interval, idle,
+ * per_kind $6), which lists the oldest MAINT_ATTENTION_PER_KIND of each kind.
  */
 static SpQuery maint_watchdog_new = {
 	"INSERT INTO sandbox_persist.attention (kind, run_id, first_seen, last_seen, detail)"
 	" SELECT w.kind, w.run_id, $1, $1, w.detail"
-	"   FROM sandbox_persist._watchdog_items($1, $2, $3, $4) w"
+	"   FROM sandbox_persist._watchdog_items($1, $2, $3, $4, $6::integer) w"
 	"  WHERE NOT EXISTS (SELECT 1 FROM sandbox_persist.attention a"
 	"                     WHERE a.kind = w.kind AND a.run_id = w.run_id)"
 	"  ORDER BY w.kind, w.run_id LIMIT $5"
 	" ON CONFLICT (kind, run_id) DO NOTHING"
 	" RETURNING kind, run_id",
-	5, {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID}
+	6, {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID}
 };
 
 /*
@@ -265,7 +279,7 @@ static SpQuery maint_watchdog_new = {
  * resolved (deleted). Returns how many were resolved.
  */
 static SpQuery maint_watchdog_recheck = {
-	"WITH w AS (SELECT * FROM sandbox_persist._watchdog_items($1, $2, $3, $4)),"
+	"WITH w AS (SELECT * FROM sandbox_persist._watchdog_items($1, $2, $3, $4, $6::integer)),"
 	" batch AS (SELECT a.kind, a.run_id FROM sandbox_persist.attention a WHERE a.last_seen < $1"
 	"           ORDER BY a.last_seen LIMIT $5 FOR UPDATE SKIP LOCKED),"
 	" refreshed AS (UPDATE sandbox_persist.attention a SET last_seen = $1, detail = w.detail"
@@ -276,7 +290,7 @@ static SpQuery maint_watchdog_recheck = {
 	"                AND NOT EXISTS (SELECT 1 FROM w WHERE w.kind = b.kind AND w.run_id = b.run_id)"
 	"              RETURNING 1)"
 	" SELECT count(*) FROM resolved",
-	5, {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID}
+	6, {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID}
 };
 
 /* The round: when, its summary and its wall-clock duration. */
@@ -404,6 +418,64 @@ MaintCollectBlobs(int64 cutoff, int64 max_rows)
 	return deleted;
 }
 
+/* A2: one batch of abandoned uploads. */
+static int64
+MaintUploadsBatch(int64 cutoff, int64 rows)
+{
+	SpArgs		args;
+
+	return MaintCount(&maint_uploads, MaintCutoffArgs(&args, cutoff, rows));
+}
+
+/* A3: one batch of long-expired lock rows. */
+static int64
+MaintLocksBatch(int64 cutoff, int64 rows)
+{
+	SpArgs		args;
+
+	return MaintCount(&maint_locks, MaintCutoffArgs(&args, cutoff, rows));
+}
+
+/* A5: one batch of closed logs past retention. */
+static int64
+MaintLogsBatch(int64 cutoff, int64 rows)
+{
+	SpArgs		args;
+
+	return MaintCount(&maint_delete_logs, MaintCutoffArgs(&args, cutoff, rows));
+}
+
+/* A6: one batch of old terminal runs. */
+static int64
+MaintRunsBatch(int64 cutoff, int64 rows)
+{
+	return MaintLockThenDelete(&maint_run_candidates, &maint_run_delete, cutoff, rows);
+}
+
+/*
+ * Run one collecting action in batches of at most MAINT_BATCH_ROWS until it
+ * has taken max_rows rows, a batch finds fewer than it asked for (nothing is
+ * left), or the round's deadline has passed: a backlog drains as fast as the
+ * time budget allows, while one statement never locks more than a batch.
+ */
+static int64
+MaintDrain(int64 (*batch) (int64 cutoff, int64 rows), int64 cutoff, int64 max_rows,
+		   TimestampTz deadline)
+{
+	int64		done = 0;
+
+	while (done < max_rows)
+	{
+		int64		asked = Min(max_rows - done, MAINT_BATCH_ROWS);
+		int64		got = batch(cutoff, asked);
+
+		done += got;
+		if (got < asked || GetCurrentTimestamp() >= deadline)
+			break;
+	}
+	return done;
+}
+
 /* Notify the readers parked on each log id of the current SPI result (n rows). */
 static void
 MaintNotifyLogs(int n)
@@ -459,7 +531,8 @@ MaintEndLostLogs(int64 now, int64 max_rows)
 }
 
 /*
- * The watchdog parameters: now, the settings in milliseconds, the row bound.
+ * The watchdog parameters: now, the settings in milliseconds, the row bound,
+ * the per-kind bound.
  * _watchdog_items subtracts at most reaper_ttl + 2 * sweep_interval (each
  * below 2^42 ms) from now in SQL, so now is raised to at least
  * SP_WATCHDOG_CLOCK_MIN: a clock that far in the past finds nothing either way.
@@ -475,6 +548,7 @@ MaintWatchdogArgs(SpArgs *args, int64 now, int64 max_rows)
 	SpArgInt64(args, (int64) sp_reaper_sweep_interval_s * 1000);
 	SpArgInt64(args, (int64) sp_watchdog_idle_s * 1000);
 	SpArgInt64(args, max_rows);
+	SpArgInt64(args, MAINT_ATTENTION_PER_KIND);
 }
 
 /* A8: record new watchdog items and announce each. Returns how many are new. */
@@ -519,6 +593,7 @@ maintain(PG_FUNCTION_ARGS)
 	int64		messages = 0;
 	int64		recompressed;
 	TimestampTz started;
+	TimestampTz deadline;
 	SpArgs		args;
 	StringInfoData summary;
 	MemoryContext outer = CurrentMemoryContext;
@@ -527,24 +602,24 @@ maintain(PG_FUNCTION_ARGS)
 	max_rows = SpCheckRowLimitArg(fcinfo, 0, "max_rows", MAINT_DEFAULT_ROWS);
 	SpRequireSchema(MAINT_LAYOUT_SINCE, "maintain");
 	started = GetCurrentTimestamp();
+	deadline = sp_maintenance_time_budget_ms == 0 ? DT_NOEND :
+		TimestampTzPlusMilliseconds(started, sp_maintenance_time_budget_ms);
 
 	SPI_connect();
-	blobs = MaintCollectBlobs(SpTimeBefore(now, (int64) sp_blob_gc_grace_s * 1000), max_rows);
-	uploads = MaintCount(&maint_uploads,
-						 MaintCutoffArgs(&args, SpTimeBefore(now, (int64) sp_upload_expiry_s * 1000),
-										 max_rows));
-	locks = MaintCount(&maint_locks,
-					   MaintCutoffArgs(&args, SpTimeBefore(now, (int64) sp_lock_purge_after_s * 1000),
-									   max_rows));
+	blobs = MaintDrain(MaintCollectBlobs, SpTimeBefore(now, (int64) sp_blob_gc_grace_s * 1000),
+					   max_rows, deadline);
+	uploads = MaintDrain(MaintUploadsBatch, SpTimeBefore(now, (int64) sp_upload_expiry_s * 1000),
+						 max_rows, deadline);
+	locks = MaintDrain(MaintLocksBatch, SpTimeBefore(now, (int64) sp_lock_purge_after_s * 1000),
+					   max_rows, deadline);
 	closed = MaintCloseLogs(now, max_rows);
 	lost = MaintEndLostLogs(now, max_rows);
 	logs = sp_event_log_retention_s == 0 ? 0 :
-		MaintCount(&maint_delete_logs,
-				   MaintCutoffArgs(&args, SpTimeBefore(now, (int64) sp_event_log_retention_s * 1000),
-								   max_rows));
+		MaintDrain(MaintLogsBatch, SpTimeBefore(now, (int64) sp_event_log_retention_s * 1000),
+				   max_rows, deadline);
 	runs = sp_run_retention_s == 0 ? 0 :
-		MaintLockThenDelete(&maint_run_candidates, &maint_run_delete,
-							SpTimeBefore(now, (int64) sp_run_retention_s * 1000), max_rows);
+		MaintDrain(MaintRunsBatch, SpTimeBefore(now, (int64) sp_run_retention_s * 1000),
+				   max_rows, deadline);
 
 	/* A7: wake the application's reaper when detached runs exist */
 	SpArgsInit(&args);

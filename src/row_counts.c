@@ -180,7 +180,10 @@ _row_count_trigger(PG_FUNCTION_ARGS)
 
 	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
 		!TRIGGER_FIRED_AFTER(trigdata->tg_event))
-		elog(ERROR, "_row_count_trigger must be an AFTER ... FOR EACH ROW trigger");
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("_row_count_trigger() must be called as an AFTER ... FOR EACH ROW trigger"),
+				 errdetail("It keeps the counters of row_counts for the table it is a trigger of.")));
 	if (trigdata->tg_trigger->tgnargs > ROW_COUNT_MAX_SPECS)
 		elog(ERROR, "_row_count_trigger takes at most %d counter specs", ROW_COUNT_MAX_SPECS);
 	desc = RelationGetDescr(trigdata->tg_relation);

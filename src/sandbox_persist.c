@@ -42,6 +42,7 @@ PG_MODULE_MAGIC;
 #define SP_WATCHDOG_IDLE_S_DEFAULT			(10 * 60)
 #define SP_LEASE_ROW_WAIT_MS_DEFAULT		5000
 #define SP_MAINTENANCE_OVERDUE_AFTER_S_DEFAULT	0	/* derive from the schedule */
+#define SP_MAINTENANCE_TIME_BUDGET_MS_DEFAULT	5000
 
 bool		sp_allow_client_clock = false;
 bool		sp_allow_test_reset = false;
@@ -66,6 +67,7 @@ int			sp_reaper_sweep_interval_s = SP_REAPER_SWEEP_INTERVAL_S_DEFAULT;
 int			sp_watchdog_idle_s = SP_WATCHDOG_IDLE_S_DEFAULT;
 int			sp_lease_row_wait_ms = SP_LEASE_ROW_WAIT_MS_DEFAULT;
 int			sp_maintenance_overdue_after_s = SP_MAINTENANCE_OVERDUE_AFTER_S_DEFAULT;
+int			sp_maintenance_time_budget_ms = SP_MAINTENANCE_TIME_BUDGET_MS_DEFAULT;
 
 static const struct config_enum_entry sp_reopen_options[] = {
 	{"off", SP_REOPEN_OFF, false},
@@ -250,6 +252,15 @@ _PG_init(void)
 					" schedule_maintenance, plus one minute (3 min for every minute). A positive value"
 					" also applies when maintenance is scheduled elsewhere (another database, an outside cron).",
 					&sp_maintenance_overdue_after_s, SP_MAINTENANCE_OVERDUE_AFTER_S_DEFAULT, 0);
+	DefineCustomIntVariable("sandbox_persist.maintenance_time_budget",
+							"A maintain() round starts no new batch of a collecting action after this long; 0 = no time bound.",
+							"The collecting actions (A1, A2, A3, A5, A6) take at most max_rows rows each,"
+							" in statements of at most 1000 rows; past this time each stops after its"
+							" current batch, so a backlog drains as fast as the budget allows.",
+							&sp_maintenance_time_budget_ms,
+							SP_MAINTENANCE_TIME_BUDGET_MS_DEFAULT, 0, INT_MAX,
+							PGC_SUSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("sandbox_persist");
 	/* kept statements are planned without sequential scans (spi_util.c) */
 	SpPlannerInit();

@@ -41,6 +41,7 @@ extern int	sp_reaper_ttl_s;
 extern int	sp_reaper_sweep_interval_s;
 extern int	sp_watchdog_idle_s;
 extern int	sp_maintenance_overdue_after_s;
+extern int	sp_maintenance_time_budget_ms;
 
 /* Values of sandbox_persist.event_log_reopen_on_append. */
 typedef enum SpReopenPolicy

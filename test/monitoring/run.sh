@@ -13,8 +13,8 @@
 #  * promtool check rules monitoring/alerts.yml and promtool test rules
 #    monitoring/alerts_test.yml;
 #  * in a database at 0.3.0, the same library takes a lease and a lock over
-#    and runs maintain() without the 0.4.0 counter; after ALTER EXTENSION
-#    UPDATE each takeover counts once.
+#    without the 0.4.0 counter and refuses maintain() (it needs 0.5.0's
+#    tables) with 55000; after ALTER EXTENSION UPDATE each takeover counts once.
 # Uses the running test cluster (PGHOST/PGPORT/PGUSER/PGDATABASE, as set by
 # scripts/test.sh); installs curl, prometheus and prometheus-postgres-exporter
 # when missing. The exporter listens on 127.0.0.1:$SANDBOX_PERSIST_EXPORTER_PORT
@@ -245,8 +245,9 @@ fi
 echo "$test_out"
 cases=$(grep -c 'alertname:' "$ROOT/monitoring/alerts_test.yml")
 
-# --- an older schema: the same library takes leases over and runs maintain()
-# without the 0.4.0 objects, counting nothing; after the update it counts.
+# --- an older schema: the same library takes leases over without the 0.4.0
+# objects, counting nothing, and refuses maintain() until the update; after
+# the update it counts.
 q -c "DROP DATABASE IF EXISTS $OLD_DB" -c "CREATE DATABASE $OLD_DB" >/dev/null || exit 1
 old_out=$(q -d "$OLD_DB" 2>&1 <<'SQL'
 CREATE EXTENSION sandbox_persist VERSION '0.3.0';
@@ -260,8 +261,16 @@ CREATE FUNCTION pg_temp.take_over(tag text) RETURNS boolean LANGUAGE sql AS $$
     SELECT sandbox_persist.checkpoint_acquire_writer('old-t-' || tag, 60000) IS NOT NULL
        AND sandbox_persist.lock_acquire('old-k-' || tag, 60000) IS NOT NULL;
 $$;
+CREATE FUNCTION pg_temp.try_maintain() RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM sandbox_persist.maintain();
+    RETURN 'served';
+EXCEPTION WHEN object_not_in_prerequisite_state THEN
+    RETURN 'refused ' || SQLSTATE;
+END
+$$;
 SELECT 'old acquires ' || pg_temp.take_over('before');
-SELECT 'old maintain ' || (sandbox_persist.maintain() IS NOT NULL);
+SELECT 'old maintain ' || pg_temp.try_maintain();
 SELECT 'old counter ' || coalesce(to_regclass('sandbox_persist.lease_takeovers')::text, 'absent');
 ALTER EXTENSION sandbox_persist UPDATE;
 SELECT 'updated acquires ' || pg_temp.take_over('after');
@@ -270,12 +279,12 @@ SELECT 'updated takeovers ' || string_agg(format('%s=%s', labels->>'kind', value
 SQL
 )
 grep -qx 'old acquires true' <<<"$old_out" || note_fail "takeovers on a 0.3.0 schema: $old_out"
-grep -qx 'old maintain true' <<<"$old_out" || note_fail "maintain() on a 0.3.0 schema: $old_out"
+grep -qx 'old maintain refused 55000' <<<"$old_out" || note_fail "maintain() on a 0.3.0 schema: $old_out"
 grep -qx 'old counter absent' <<<"$old_out" || note_fail "a 0.3.0 schema has no counter: $old_out"
 grep -qx 'updated acquires true' <<<"$old_out" && grep -qx 'updated takeovers checkpoint_writer=1,lock=1' <<<"$old_out" \
     || note_fail "after the update each takeover counts once: $old_out"
 q -c "DROP DATABASE IF EXISTS $OLD_DB" >/dev/null
 
 q -c "SELECT sandbox_persist._reset_for_tests()" >/dev/null
-echo "summary: monitoring: $n_scraped samples scraped from prometheus-postgres-exporter, $n_overview compared with overview ($bad_overview differ), $n_metrics with metrics() ($bad_metrics differ); promtool check rules: ${rules:-0} rules; promtool test rules: $cases cases, $(grep -q SUCCESS <<<"$test_out" && echo SUCCESS || echo FAILED); takeovers on a 0.3.0 schema, then updated: $(grep -c '^old .* \(true\|absent\)$' <<<"$old_out") of 3 checks and $(grep -c '^updated takeovers checkpoint_writer=1,lock=1$' <<<"$old_out") of 1; $fail failures"
+echo "summary: monitoring: $n_scraped samples scraped from prometheus-postgres-exporter, $n_overview compared with overview ($bad_overview differ), $n_metrics with metrics() ($bad_metrics differ); promtool check rules: ${rules:-0} rules; promtool test rules: $cases cases, $(grep -q SUCCESS <<<"$test_out" && echo SUCCESS || echo FAILED); takeovers on a 0.3.0 schema, then updated: $(grep -c '^old .* \(true\|absent\|refused 55000\)$' <<<"$old_out") of 3 checks and $(grep -c '^updated takeovers checkpoint_writer=1,lock=1$' <<<"$old_out") of 1; $fail failures"
 [ "$fail" -eq 0 ]

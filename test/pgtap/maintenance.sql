@@ -851,8 +851,8 @@ SELECT is((SELECT count(*) FROM cron.job WHERE jobname = 'sandbox_persist_mainte
     'M22.1 schedule_maintenance() creates one job named sandbox_persist_maintenance');
 SELECT is((SELECT ARRAY[jobid::text, schedule, command, database, username] FROM cron.job
             WHERE jobname = 'sandbox_persist_maintenance'),
-    ARRAY[:'m22_job', '* * * * *', 'SELECT sandbox_persist.maintain(1000)', current_database()::text, current_user::text],
-    'M22.2 it returns the job id; the job runs maintain(1000) every minute in this database as the caller');
+    ARRAY[:'m22_job', '* * * * *', 'SELECT sandbox_persist.maintain(100000)', current_database()::text, current_user::text],
+    'M22.2 it returns the job id; the job runs maintain(100000) every minute in this database as the caller');
 SELECT is(sandbox_persist.schedule_maintenance('*/5 * * * *', 50)::text, :'m22_job',
     'M22.3 a second call returns the same job id');
 SELECT is((SELECT count(*) FROM cron.job WHERE jobname = 'sandbox_persist_maintenance'), 1::bigint,

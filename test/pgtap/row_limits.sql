@@ -68,21 +68,24 @@ SELECT throws_ok(format($$SELECT sandbox_persist.instance_gc_candidates(NULL, 5,
     'RL2.5 retention_ms is no row limit: NULL stays 22004');
 
 ------------------------------------------------------------------------------
--- RL3 maintain(max_rows DEFAULT 1000, now_ms)
+-- RL3 maintain(max_rows DEFAULT 100000, now_ms) (1000 before 0.5.0)
 ------------------------------------------------------------------------------
--- 1001 lock rows expired long before the purge threshold.
+-- 100001 lock rows expired long before the purge threshold; no time budget,
+-- so the round takes what max_rows allows however busy the machine is.
+SET sandbox_persist.maintenance_time_budget = 0;
 INSERT INTO sandbox_persist.locks (lock_key, owner_token, fence, acquired_at, expires_at)
-    SELECT format('rl3-%s', i), gen_random_uuid(), i, 0, 1 FROM generate_series(1, 1001) AS i;
+    SELECT format('rl3-%s', i), gen_random_uuid(), i, 0, 1 FROM generate_series(1, 100001) AS i;
 SELECT is((sandbox_persist.maintain(0, :now)->>'locksPurged')::int, 0,
     'RL3.1 max_rows 0 purges nothing');
-SELECT is((sandbox_persist.maintain(NULL, :now)->>'locksPurged')::int, 1000,
-    'RL3.2 max_rows NULL purges at most the default 1000');
+SELECT is((sandbox_persist.maintain(NULL, :now)->>'locksPurged')::int, 100000,
+    'RL3.2 max_rows NULL purges at most the default 100000');
 SELECT is((SELECT count(*)::int FROM sandbox_persist.locks WHERE lock_key LIKE 'rl3-%'), 1,
     'RL3.3 one expired lock row is left for the next round');
 SELECT is((sandbox_persist.maintain(now_ms => :now)->>'locksPurged')::int, 1,
     'RL3.4 maintain() with the limit left out takes the rest');
 SELECT * FROM pg_temp.refused(format($$SELECT sandbox_persist.maintain(-1, %s)$$, :now),
     'RL3.5 maintain max_rows -1');
+RESET sandbox_persist.maintenance_time_budget;
 
 ------------------------------------------------------------------------------
 -- RL4 blob_list(prefix, list_cursor, page_limit DEFAULT NULL = no limit)
@@ -117,7 +120,7 @@ SELECT is((SELECT command FROM cron.job WHERE jobname = 'sandbox_persist_mainten
     'SELECT sandbox_persist.maintain(0)', 'RL5.4 max_rows 0 is passed on');
 SELECT sandbox_persist.schedule_maintenance();
 SELECT is((SELECT command FROM cron.job WHERE jobname = 'sandbox_persist_maintenance'),
-    'SELECT sandbox_persist.maintain(1000)', 'RL5.5 left out, the documented 1000 is passed on');
+    'SELECT sandbox_persist.maintain(100000)', 'RL5.5 left out, the documented 100000 is passed on');
 SELECT ok(sandbox_persist.unschedule_maintenance(), 'RL5.6 the job is removed again');
 \else
 SELECT skip('pg_cron is not installed in this database', 5);

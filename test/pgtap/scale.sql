@@ -5,12 +5,14 @@
 -- collection looks at a referenced blob once, until a reference goes away
 -- (SC3), and no monitoring read or maintenance round scans a whole large
 -- table (SC4, judged by the transaction's own seq_scan counts on tables of
--- 20 000 rows with fresh statistics), run_list_reclaimable's limit (SC5).
+-- 20 000 rows with fresh statistics), run_list_reclaimable's limit (SC5), a
+-- backlog larger than one batch drained in one call within max_rows (SC6),
+-- the watchdog keeps the oldest 100 items of a kind (SC7).
 --
 -- Run with: pg_prove -d <db> test/pgtap/scale.sql
 -- (needs sandbox_persist.allow_test_reset and allow_client_clock on).
 BEGIN;
-SELECT plan(24);
+SELECT plan(31);
 SELECT sandbox_persist._reset_for_tests();
 SET LOCAL sandbox_persist.allow_client_clock = on;
 
@@ -144,11 +146,9 @@ SELECT ok(sandbox_persist.maintain(1000, :r) IS NOT NULL, 'SC4.4 maintain() runs
 SELECT ok(sandbox_persist.instance_gc_candidates(604800000, 100, :r) IS NOT NULL, 'SC4.5 instance_gc_candidates is read');
 SELECT is((SELECT jsonb_object_agg(k, v::bigint - coalesce((:'before'::jsonb ->> k)::bigint, 0))
              FROM jsonb_each_text(pg_temp.seq_scans()) e(k, v)
-            WHERE k IN ('runs', 'instances', 'event_log_entries', 'checkpoint_threads', 'locks')
+            WHERE k IN ('runs', 'instances', 'event_logs', 'event_log_entries', 'checkpoint_threads', 'locks')
               AND v::bigint > coalesce((:'before'::jsonb ->> k)::bigint, 0)), NULL,
-    'SC4.6 none of them started a sequential scan of runs, instances, log entries, threads or locks');
--- Not yet event_logs: the watchdog (A8) still judges invisible_run and
--- append_after_close over every log (issue 31 item 2, open).
+    'SC4.6 none of them started a sequential scan of runs, instances, event logs, entries, threads or locks');
 
 ------------------------------------------------------------------------------
 -- SC5: run_list_reclaimable with a limit returns the first max_rows of the
@@ -160,6 +160,42 @@ SELECT is(sandbox_persist.run_list_reclaimable(:r, 0, 3)::jsonb,
                                                WITH ORDINALITY x(e, o) WHERE o <= 3),
     'SC5.2 max_rows 3 gives the first three, in the same order');
 SELECT throws_ok($$SELECT sandbox_persist.run_list_reclaimable(0, 0, -1)$$, '22023', NULL, 'SC5.3 a negative max_rows is 22023');
+
+------------------------------------------------------------------------------
+-- SC6: a collecting action takes up to max_rows rows in one call, in batches
+-- of 1000 (maintenance_time_budget 0: no time bound here, so the result does
+-- not depend on the machine's speed).
+------------------------------------------------------------------------------
+SELECT sandbox_persist._reset_for_tests();
+SET LOCAL sandbox_persist.run_retention = '1h';
+SET LOCAL sandbox_persist.maintenance_time_budget = 0;
+INSERT INTO sandbox_persist.runs (run_id, thread_id, status, started_at, changed_at, status_changed_at)
+SELECT 'sc6-' || i, 'sc6-t', 'completed', 1, 1, 1 FROM generate_series(1, 3500) i;
+SELECT is((sandbox_persist.maintain(1500, :r)->>'runsDeleted')::int, 1500,
+    'SC6.1 max_rows 1500 bounds the call: 1500 of 3500 expired runs, more than one batch');
+SELECT is((sandbox_persist.maintain(NULL, :r)->>'runsDeleted')::int, 2000,
+    'SC6.2 with the default max_rows the next call takes the other 2000');
+SELECT is(pg_temp.counter('runs.completed'), 0::bigint, 'SC6.3 and the counter follows the deletes');
+
+------------------------------------------------------------------------------
+-- SC7: the watchdog records at most 100 items of a kind, the oldest; one that
+-- stops holding makes room for the next.
+------------------------------------------------------------------------------
+SELECT sandbox_persist._reset_for_tests();
+INSERT INTO sandbox_persist.runs (run_id, thread_id, status, started_at, changed_at, status_changed_at)
+SELECT format('sc7-%s', lpad(i::text, 3, '0')), 'sc7-t', 'running', 1, 1000 + i, 1000 + i
+  FROM generate_series(1, 150) i;
+SELECT is((sandbox_persist.maintain(1000, :r)->>'attentionNew')::int, 100, 'SC7.1 150 invisible runs: 100 items recorded');
+SELECT is(ARRAY(SELECT e->>'runId' FROM json_array_elements(sandbox_persist.attention_list()) e ORDER BY 1),
+          ARRAY(SELECT format('sc7-%s', lpad(i::text, 3, '0')) FROM generate_series(1, 100) i),
+    'SC7.2 the oldest 100, by status change');
+SELECT sandbox_persist.lock_acquire('run-driver:sc7-' || lpad(i::text, 3, '0'), 600000, :r)
+  FROM generate_series(1, 10) i;
+SELECT is((sandbox_persist.maintain(1000, :r + 1000)::jsonb - ARRAY['detachedRuns', 'dueRuns']) @> '{"attentionNew": 10, "attentionResolved": 10}',
+          true, 'SC7.3 ten runs with a driver again: their items go, the next ten come');
+SELECT is(ARRAY(SELECT e->>'runId' FROM json_array_elements(sandbox_persist.attention_list()) e ORDER BY 1),
+          ARRAY(SELECT format('sc7-%s', lpad(i::text, 3, '0')) FROM generate_series(11, 110) i),
+    'SC7.4 the list is again the oldest 100 that hold');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -33,7 +33,8 @@ INSERT INTO documented VALUES
     ('reaper_sweep_interval', 's', '0'),
     ('watchdog_idle', 's', '600'),                 -- 10min
     ('lease_row_wait', 'ms', '5000'),              -- 5s (0.4.0, issue 20 item 8)
-    ('maintenance_overdue_after', 's', '0');       -- derive from the schedule (0.4.0, issue 20 item 2)
+    ('maintenance_overdue_after', 's', '0'),       -- derive from the schedule (0.4.0, issue 20 item 2)
+    ('maintenance_time_budget', 'ms', '5000');     -- 5s (0.5.0, issue 31 item 2)
 
 SELECT is((SELECT string_agg(format('%s %s %s', s.name, coalesce(s.unit, '-'), s.boot_val), E'\n' ORDER BY s.name)
              FROM pg_settings s WHERE s.name LIKE 'sandbox_persist.%'),

@@ -61,7 +61,7 @@ SELECT is(:'nocron_st'::text, '55000', 'M22.21 schedule_maintenance() in a datab
 SELECT matches(:'nocron_hint'::text, 'cron\.schedule_in_database\(',
     'M22.22 the error carries a hint naming cron.schedule_in_database');
 SELECT ok(strpos(:'nocron_hint',
-        $$cron.schedule_in_database('sandbox_persist_maintenance', '* * * * *', 'SELECT sandbox_persist.maintain(1000)', 'sp_nocron')$$) > 0,
+        $$cron.schedule_in_database('sandbox_persist_maintenance', '* * * * *', 'SELECT sandbox_persist.maintain(100000)', 'sp_nocron')$$) > 0,
     'M22.23 the hint gives the exact call: job name, schedule, command and the database sp_nocron');
 SELECT is(:'nocron_unscheduled'::text, 'f', 'M22.24 unschedule_maintenance() there returns false');
 SELECT is((SELECT count(*) FROM cron.job WHERE jobname = 'sandbox_persist_maintenance' OR database = 'sp_nocron'),
@@ -84,8 +84,8 @@ BEGIN
     RETURN job;
 END
 $$;
-SELECT is(pg_temp.run_hint(:'nocron_hint'), '* * * * *|SELECT sandbox_persist.maintain(1000)|sp_nocron',
-    'M22.25 run in the cron database, the hint''s call schedules maintain(1000) for sp_nocron');
+SELECT is(pg_temp.run_hint(:'nocron_hint'), '* * * * *|SELECT sandbox_persist.maintain(100000)|sp_nocron',
+    'M22.25 run in the cron database, the hint''s call schedules maintain(100000) for sp_nocron');
 SELECT is((SELECT count(*) FROM cron.job WHERE jobname = 'sandbox_persist_maintenance'), 0::bigint,
     'M22.26 (that trial job was undone)');
 

@@ -125,11 +125,14 @@ read_all after_grant "$DB"
 # messages, which draws identity values of conversation_messages.
 on_purpose='^R\tcatalog\t(owners and grants of relations|owners and grants of functions|schema|extension|sequence checkpoints_seq_seq|sequence conversation_messages_message_id_seq)\t'
 # What 0.4.0 adds, absent before the update: the overview's maintenance_*
-# columns and the function maintenance_health() granted to the app role.
+# columns and the function maintenance_health() granted to the app role; and
+# 0.5.0's max_rows of run_list_reclaimable, whose grant the update carries
+# over to the new signature.
 new_columns() {
     sed -E -e 's/,"maintenance_(scheduled|overdue|failing)":(true|false)//g' \
            -e 's/,"maintenance_last_failure":(null|"[^"]*")//g' \
-           -e 's/ sandbox_persist\.maintenance_health\(\)//g'
+           -e 's/ sandbox_persist\.maintenance_health\(\)//g' \
+           -e 's/sandbox_persist\.run_list_reclaimable\(bigint,bigint\)/sandbox_persist.run_list_reclaimable(bigint,bigint,integer)/g'
 }
 # The overview columns 0.4.0 appends (checkpoint_leases_held to maintenance_health)
 # are new on purpose too: before and after compare the columns every release

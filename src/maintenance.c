@@ -222,10 +222,13 @@ static SpQuery maint_delete_logs = {
 /*
  * A6: terminal runs no instance row still references and whose event log (if
  * any) is closed, so maintenance can still close it. Candidates are locked
- * first; the delete re-checks everything in a fresh snapshot.
+ * first; the delete re-checks everything in a fresh snapshot. The bound on
+ * status_changed_at (never later than changed_at, so it drops no candidate)
+ * lets runs_terminal give only the runs old enough, oldest first.
  */
 #define MAINT_RUN_DELETABLE_BEFORE(cutoff) \
-	"r.status IN " SP_SQL_RUN_TERMINAL " AND r.changed_at < " cutoff \
+	"r.status IN " SP_SQL_RUN_TERMINAL " AND r.status_changed_at < " cutoff \
+	" AND r.changed_at < " cutoff \
 	" AND NOT EXISTS (SELECT 1 FROM sandbox_persist.instances i" \
 	"                 WHERE i.instance_key = r.sandbox_key OR i.latest_run_id = r.run_id)" \
 	" AND NOT EXISTS (SELECT 1 FROM sandbox_persist.event_logs e" \
@@ -234,7 +237,7 @@ static SpQuery maint_delete_logs = {
 
 static SpQuery maint_run_candidates = {
 	"WITH c AS (SELECT r.run_id FROM sandbox_persist.runs r WHERE " MAINT_RUN_DELETABLE
-	"  ORDER BY r.changed_at LIMIT $1 FOR UPDATE SKIP LOCKED)"
+	"  ORDER BY r.status_changed_at LIMIT $1 FOR UPDATE SKIP LOCKED)"
 	" SELECT coalesce(array_agg(run_id), '{}') FROM c",
 	2, {INT8OID, INT8OID}
 };
@@ -389,10 +392,11 @@ MaintLockThenDelete(SpQuery *candidates, SpQuery *remove, int64 cutoff, int64 ma
  * A1: delete the unreferenced content-addressed blobs past the grace. The
  * candidates that stay leave blobs_gc and the queue entries handled are
  * dropped, so a referenced blob is looked at once, not at every round, until
- * a reference to it goes away. Returns how many blobs were deleted.
+ * a reference to it goes away. Returns how many blobs were deleted (a
+ * MaintBatch: its statements are A1's own).
  */
 static int64
-MaintCollectBlobs(int64 cutoff, int64 max_rows)
+MaintCollectBlobs(SpQuery *statement, int64 cutoff, int64 max_rows)
 {
 	SpArgs		args;
 	Datum		keys;
@@ -418,36 +422,21 @@ MaintCollectBlobs(int64 cutoff, int64 max_rows)
 	return deleted;
 }
 
-/* A2: one batch of abandoned uploads. */
+/* One batch of a collecting action: its statement or statements, a cutoff and a row bound. */
+typedef int64 (*MaintBatch) (SpQuery *statement, int64 cutoff, int64 rows);
+
+/* A batch of A2, A3 or A5: one statement taking (cutoff, rows) and returning a count. */
 static int64
-MaintUploadsBatch(int64 cutoff, int64 rows)
+MaintCountBatch(SpQuery *statement, int64 cutoff, int64 rows)
 {
 	SpArgs		args;
 
-	return MaintCount(&maint_uploads, MaintCutoffArgs(&args, cutoff, rows));
+	return MaintCount(statement, MaintCutoffArgs(&args, cutoff, rows));
 }
 
-/* A3: one batch of long-expired lock rows. */
+/* A batch of A6: old terminal runs, locked, then deleted (the statement is A6's own). */
 static int64
-MaintLocksBatch(int64 cutoff, int64 rows)
-{
-	SpArgs		args;
-
-	return MaintCount(&maint_locks, MaintCutoffArgs(&args, cutoff, rows));
-}
-
-/* A5: one batch of closed logs past retention. */
-static int64
-MaintLogsBatch(int64 cutoff, int64 rows)
-{
-	SpArgs		args;
-
-	return MaintCount(&maint_delete_logs, MaintCutoffArgs(&args, cutoff, rows));
-}
-
-/* A6: one batch of old terminal runs. */
-static int64
-MaintRunsBatch(int64 cutoff, int64 rows)
+MaintRunsBatch(SpQuery *statement, int64 cutoff, int64 rows)
 {
 	return MaintLockThenDelete(&maint_run_candidates, &maint_run_delete, cutoff, rows);
 }
@@ -459,7 +448,7 @@ MaintRunsBatch(int64 cutoff, int64 rows)
  * time budget allows, while one statement never locks more than a batch.
  */
 static int64
-MaintDrain(int64 (*batch) (int64 cutoff, int64 rows), int64 cutoff, int64 max_rows,
+MaintDrain(MaintBatch batch, SpQuery *statement, int64 cutoff, int64 max_rows,
 		   TimestampTz deadline)
 {
 	int64		done = 0;
@@ -467,7 +456,7 @@ MaintDrain(int64 (*batch) (int64 cutoff, int64 rows), int64 cutoff, int64 max_ro
 	while (done < max_rows)
 	{
 		int64		asked = Min(max_rows - done, MAINT_BATCH_ROWS);
-		int64		got = batch(cutoff, asked);
+		int64		got = batch(statement, cutoff, asked);
 
 		done += got;
 		if (got < asked || GetCurrentTimestamp() >= deadline)
@@ -606,20 +595,20 @@ maintain(PG_FUNCTION_ARGS)
 		TimestampTzPlusMilliseconds(started, sp_maintenance_time_budget_ms);
 
 	SPI_connect();
-	blobs = MaintDrain(MaintCollectBlobs, SpTimeBefore(now, (int64) sp_blob_gc_grace_s * 1000),
-					   max_rows, deadline);
-	uploads = MaintDrain(MaintUploadsBatch, SpTimeBefore(now, (int64) sp_upload_expiry_s * 1000),
-						 max_rows, deadline);
-	locks = MaintDrain(MaintLocksBatch, SpTimeBefore(now, (int64) sp_lock_purge_after_s * 1000),
-					   max_rows, deadline);
+	blobs = MaintDrain(MaintCollectBlobs, NULL,
+					   SpTimeBefore(now, (int64) sp_blob_gc_grace_s * 1000), max_rows, deadline);
+	uploads = MaintDrain(MaintCountBatch, &maint_uploads,
+						 SpTimeBefore(now, (int64) sp_upload_expiry_s * 1000), max_rows, deadline);
+	locks = MaintDrain(MaintCountBatch, &maint_locks,
+					   SpTimeBefore(now, (int64) sp_lock_purge_after_s * 1000), max_rows, deadline);
 	closed = MaintCloseLogs(now, max_rows);
 	lost = MaintEndLostLogs(now, max_rows);
 	logs = sp_event_log_retention_s == 0 ? 0 :
-		MaintDrain(MaintLogsBatch, SpTimeBefore(now, (int64) sp_event_log_retention_s * 1000),
-				   max_rows, deadline);
+		MaintDrain(MaintCountBatch, &maint_delete_logs,
+				   SpTimeBefore(now, (int64) sp_event_log_retention_s * 1000), max_rows, deadline);
 	runs = sp_run_retention_s == 0 ? 0 :
-		MaintDrain(MaintRunsBatch, SpTimeBefore(now, (int64) sp_run_retention_s * 1000),
-				   max_rows, deadline);
+		MaintDrain(MaintRunsBatch, NULL,
+				   SpTimeBefore(now, (int64) sp_run_retention_s * 1000), max_rows, deadline);
 
 	/* A7: wake the application's reaper when detached runs exist */
 	SpArgsInit(&args);

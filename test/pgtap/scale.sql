@@ -12,7 +12,7 @@
 -- Run with: pg_prove -d <db> test/pgtap/scale.sql
 -- (needs sandbox_persist.allow_test_reset and allow_client_clock on).
 BEGIN;
-SELECT plan(31);
+SELECT plan(34);
 SELECT sandbox_persist._reset_for_tests();
 SET LOCAL sandbox_persist.allow_client_clock = on;
 
@@ -25,6 +25,11 @@ $$;
 -- the sequential scans this transaction started on each extension table
 CREATE FUNCTION pg_temp.seq_scans() RETURNS jsonb LANGUAGE sql AS $$
     SELECT coalesce(jsonb_object_agg(relname, seq_scan), '{}')
+      FROM pg_stat_xact_user_tables WHERE schemaname = 'sandbox_persist'
+$$;
+-- the rows this transaction read from each extension table, by any scan
+CREATE FUNCTION pg_temp.rows_read() RETURNS jsonb LANGUAGE sql AS $$
+    SELECT coalesce(jsonb_object_agg(relname, seq_tup_read + coalesce(idx_tup_fetch, 0)), '{}')
       FROM pg_stat_xact_user_tables WHERE schemaname = 'sandbox_persist'
 $$;
 CREATE FUNCTION pg_temp.put_ca(body text, at bigint) RETURNS text LANGUAGE sql AS $$
@@ -83,6 +88,14 @@ SELECT ok(pg_temp.counter('blob_stored_bytes') > 0 AND pg_temp.counter('blob_sto
 SELECT is((SELECT array_agg(DISTINCT backend_pid) FROM sandbox_persist.row_counts), ARRAY[pg_backend_pid()],
     'SC2.5 every change went to this backend''s own rows');
 SELECT is((SELECT runs_running FROM sandbox_persist.overview), 2::bigint, 'SC2.6 the overview reads the counter');
+-- a backend that has exited (no live backend has pid 2^31 - 1) left a delta
+INSERT INTO sandbox_persist.row_counts (counter, backend_pid, value) VALUES ('sc2.fold', 2147483647, 7);
+SELECT sandbox_persist.maintain();
+SELECT is(ARRAY(SELECT format('%s=%s', backend_pid, value) FROM sandbox_persist.row_counts
+                 WHERE counter = 'sc2.fold' ORDER BY backend_pid), ARRAY['0=7'],
+    'SC2.7 maintain() folds the rows of exited backends into row 0, keeping their sum');
+SELECT is((SELECT count(*) FROM sandbox_persist.row_counts WHERE backend_pid = pg_backend_pid()) > 0, true,
+    'SC2.8 and leaves a live backend''s rows alone');
 
 ------------------------------------------------------------------------------
 -- SC3: A1 looks at a referenced blob once; it comes back when its last
@@ -135,10 +148,11 @@ SELECT l.log_id, s, '{"type":"TEXT_MESSAGE_CONTENT","delta":"x"}', 0
 INSERT INTO sandbox_persist.checkpoint_threads (thread_id, fence)
 SELECT 'sc4-t' || i, 1 FROM generate_series(1, 20000) i;
 INSERT INTO sandbox_persist.locks (lock_key, owner_token, fence, acquired_at, expires_at)
-SELECT 'run-driver:sc4-' || i, gen_random_uuid(), i, :r, :r + 600000 FROM generate_series(1, 20000) i;
+SELECT 'run-driver:sc4-' || i, gen_random_uuid(), i, :r, CASE WHEN i % 10 = 0 THEN :r + 600000 ELSE :r - 60000 END
+  FROM generate_series(1, 20000) i;
 ANALYZE sandbox_persist.runs, sandbox_persist.instances, sandbox_persist.event_logs,
         sandbox_persist.event_log_entries, sandbox_persist.checkpoint_threads, sandbox_persist.locks;
-SELECT pg_temp.seq_scans() AS before \gset
+SELECT pg_temp.seq_scans() AS before, pg_temp.rows_read() AS read_before \gset
 SELECT ok((SELECT count(*) FROM sandbox_persist.overview) = 1, 'SC4.1 the overview is read');
 SELECT ok((SELECT count(*) FROM sandbox_persist.metrics()) > 20, 'SC4.2 metrics() is read');
 SELECT ok(sandbox_persist._maintenance_backlog() IS NOT NULL, 'SC4.3 the backlog is read');
@@ -149,6 +163,11 @@ SELECT is((SELECT jsonb_object_agg(k, v::bigint - coalesce((:'before'::jsonb ->>
             WHERE k IN ('runs', 'instances', 'event_logs', 'event_log_entries', 'checkpoint_threads', 'locks')
               AND v::bigint > coalesce((:'before'::jsonb ->> k)::bigint, 0)), NULL,
     'SC4.6 none of them started a sequential scan of runs, instances, event logs, entries, threads or locks');
+SELECT is((SELECT jsonb_object_agg(k, v::bigint - coalesce((:'read_before'::jsonb ->> k)::bigint, 0))
+             FROM jsonb_each_text(pg_temp.rows_read()) e(k, v)
+            WHERE k IN ('runs', 'instances', 'event_logs', 'checkpoint_threads', 'locks')
+              AND v::bigint - coalesce((:'read_before'::jsonb ->> k)::bigint, 0) >= 10000), NULL,
+    'SC4.7 and none read half of one of those tables (10 000 of 20 000 rows) by an index either');
 
 ------------------------------------------------------------------------------
 -- SC5: run_list_reclaimable with a limit returns the first max_rows of the

@@ -65,14 +65,17 @@ ALTER TABLE thread_moves
 -- blobs_gc index, which kept every content-addressed blob ever put (its
 -- relied_on_at was never cleared), and re-read each referenced one at every
 -- round: 6.8 s of a maintain() with nothing to do at 10^5 referenced blobs.
--- Now a candidate found referenced leaves blobs_gc (relied_on_at NULL), and
--- a blob comes back when a reference to it goes away: statement triggers on
+-- Now a blob found referenced is settled (blobs.gc_settled) and leaves
+-- blobs_gc, whose predicate excludes it, while its relied_on_at keeps the
+-- grace; it comes back when a reference to it goes away: statement triggers on
 -- checkpoint_blob_refs (deletes, cascaded from checkpoints too) and artifacts
 -- (deletes and updates) queue its key in blob_gc_queue, insert-only so that
 -- no two transactions wait on one row. The overview's blobs_awaiting_gc and
 -- the backlog count only those two sets (_blobs_awaiting_gc), with no regular
--- expression over every blob. The referenced blobs of an existing database
--- leave blobs_gc here, once.
+-- expression over every blob. Blobs within their grace that something
+-- references are settled by each round too, so blobs_gc holds only what may
+-- yet be collected. The referenced blobs of an existing database are settled
+-- here, once.
 ------------------------------------------------------------------------------
 CREATE TABLE sandbox_persist.blob_gc_queue (
     blob_key text COLLATE pg_catalog."C" NOT NULL,
@@ -107,20 +110,21 @@ CREATE FUNCTION sandbox_persist._blobs_awaiting_gc(cutoff bigint, max_count bigi
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    -- Only the blobs maintenance has yet to look at: those put or headed
-    -- (blobs_gc) and those that lost a reference (blob_gc_queue); a blob
-    -- found referenced left both, so the count never walks them.
+    -- Only the blobs maintenance may yet collect: those not settled
+    -- (blobs_gc) and those that lost a reference since (blob_gc_queue); a
+    -- blob something references is settled, so the count never walks them.
     SELECT count(*) FROM (
-        SELECT FROM sandbox_persist.blobs b
-         WHERE b.blob_key IN (SELECT g.blob_key FROM sandbox_persist.blobs g
-                               WHERE g.relied_on_at < coalesce(cutoff, 9223372036854775807)
-                              UNION
-                              SELECT q.blob_key FROM sandbox_persist.blob_gc_queue q)
-           AND (b.relied_on_at IS NULL OR b.relied_on_at < coalesce(cutoff, 9223372036854775807))
-           AND b.blob_key ~ '^sandbox-(files|artifacts)/sha256/[0-9a-f]{64}$'
-           AND NOT EXISTS (SELECT 1 FROM sandbox_persist.checkpoint_blob_refs r WHERE r.blob_key = b.blob_key)
-           AND NOT EXISTS (SELECT 1 FROM sandbox_persist.artifacts a WHERE a.blob_key = b.blob_key)
-         LIMIT max_count) k
+        SELECT FROM (SELECT g.blob_key FROM sandbox_persist.blobs g
+                      WHERE g.relied_on_at < coalesce(cutoff, 9223372036854775807) AND NOT g.gc_settled
+                     UNION
+                     SELECT q.blob_key FROM sandbox_persist.blob_gc_queue q) k,
+             LATERAL (SELECT FROM sandbox_persist.blobs b
+                       WHERE b.blob_key = k.blob_key
+                         AND b.relied_on_at < coalesce(cutoff, 9223372036854775807)
+                         AND b.blob_key ~ '^sandbox-(files|artifacts)/sha256/[0-9a-f]{64}$'
+                         AND NOT EXISTS (SELECT 1 FROM sandbox_persist.checkpoint_blob_refs r WHERE r.blob_key = b.blob_key)
+                         AND NOT EXISTS (SELECT 1 FROM sandbox_persist.artifacts a WHERE a.blob_key = b.blob_key)) c
+         LIMIT max_count) n
 $$;
 
 COMMENT ON FUNCTION sandbox_persist._blobs_awaiting_gc(cutoff bigint, max_count bigint) IS 'Internal, for the overview view and _maintenance_backlog(): the content-addressed blobs nothing references that maintenance (A1) would collect with this grace cutoff (NULL: whatever their grace), counted up to max_count.';
@@ -129,10 +133,15 @@ CREATE TRIGGER blob_gc_reference_deleted AFTER DELETE ON sandbox_persist.checkpo
 CREATE TRIGGER blob_gc_artifact_deleted AFTER DELETE ON sandbox_persist.artifacts REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION sandbox_persist._blob_gc_enqueue();
 CREATE TRIGGER blob_gc_artifact_updated AFTER UPDATE ON sandbox_persist.artifacts REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION sandbox_persist._blob_gc_enqueue();
 SELECT pg_catalog.pg_extension_config_dump('blob_gc_queue', '');
-UPDATE sandbox_persist.blobs b SET relied_on_at = NULL
+ALTER TABLE blobs ADD COLUMN gc_settled boolean NOT NULL DEFAULT false;
+COMMENT ON COLUMN sandbox_persist.blobs.gc_settled IS 'True once maintenance (A1) found the blob referenced: it leaves the blobs_gc index until a reference to it goes away (blob_gc_queue).';
+UPDATE sandbox_persist.blobs b SET gc_settled = true
  WHERE b.relied_on_at IS NOT NULL
    AND (EXISTS (SELECT 1 FROM sandbox_persist.checkpoint_blob_refs r WHERE r.blob_key = b.blob_key)
         OR EXISTS (SELECT 1 FROM sandbox_persist.artifacts a WHERE a.blob_key = b.blob_key));
+DROP INDEX blobs_gc;
+CREATE INDEX blobs_gc ON sandbox_persist.blobs USING btree (relied_on_at) WHERE ((relied_on_at IS NOT NULL) AND (NOT gc_settled));
+COMMENT ON INDEX sandbox_persist.blobs_gc IS 'The content-addressed blobs maintenance (A1) may yet collect, by when they were last put or headed: settled ones (referenced when last looked at) are left out.';
 
 ------------------------------------------------------------------------------
 -- Monitoring that costs the same at any size (issue 31 item 1). The overview

@@ -74,20 +74,21 @@ CREATE FUNCTION sandbox_persist._blobs_awaiting_gc(cutoff bigint, max_count bigi
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    -- Only the blobs maintenance has yet to look at: those put or headed
-    -- (blobs_gc) and those that lost a reference (blob_gc_queue); a blob
-    -- found referenced left both, so the count never walks them.
+    -- Only the blobs maintenance may yet collect: those not settled
+    -- (blobs_gc) and those that lost a reference since (blob_gc_queue); a
+    -- blob something references is settled, so the count never walks them.
     SELECT count(*) FROM (
-        SELECT FROM sandbox_persist.blobs b
-         WHERE b.blob_key IN (SELECT g.blob_key FROM sandbox_persist.blobs g
-                               WHERE g.relied_on_at < coalesce(cutoff, 9223372036854775807)
-                              UNION
-                              SELECT q.blob_key FROM sandbox_persist.blob_gc_queue q)
-           AND (b.relied_on_at IS NULL OR b.relied_on_at < coalesce(cutoff, 9223372036854775807))
-           AND b.blob_key ~ '^sandbox-(files|artifacts)/sha256/[0-9a-f]{64}$'
-           AND NOT EXISTS (SELECT 1 FROM sandbox_persist.checkpoint_blob_refs r WHERE r.blob_key = b.blob_key)
-           AND NOT EXISTS (SELECT 1 FROM sandbox_persist.artifacts a WHERE a.blob_key = b.blob_key)
-         LIMIT max_count) k
+        SELECT FROM (SELECT g.blob_key FROM sandbox_persist.blobs g
+                      WHERE g.relied_on_at < coalesce(cutoff, 9223372036854775807) AND NOT g.gc_settled
+                     UNION
+                     SELECT q.blob_key FROM sandbox_persist.blob_gc_queue q) k,
+             LATERAL (SELECT FROM sandbox_persist.blobs b
+                       WHERE b.blob_key = k.blob_key
+                         AND b.relied_on_at < coalesce(cutoff, 9223372036854775807)
+                         AND b.blob_key ~ '^sandbox-(files|artifacts)/sha256/[0-9a-f]{64}$'
+                         AND NOT EXISTS (SELECT 1 FROM sandbox_persist.checkpoint_blob_refs r WHERE r.blob_key = b.blob_key)
+                         AND NOT EXISTS (SELECT 1 FROM sandbox_persist.artifacts a WHERE a.blob_key = b.blob_key)) c
+         LIMIT max_count) n
 $$;
 
 COMMENT ON FUNCTION sandbox_persist._blobs_awaiting_gc(cutoff bigint, max_count bigint) IS 'Internal, for the overview view and _maintenance_backlog(): the content-addressed blobs nothing references that maintenance (A1) would collect with this grace cutoff (NULL: whatever their grace), counted up to max_count.';
@@ -1835,6 +1836,7 @@ CREATE TABLE sandbox_persist.blobs (
     replaced_version bigint,
     inline_codec smallint,
     inline_data bytea,
+    gc_settled boolean DEFAULT false NOT NULL,
     CONSTRAINT blobs_inline_codec CHECK ((inline_codec = ANY (ARRAY[0, 1, 2]))),
     CONSTRAINT blobs_inline_whole CHECK (((inline_codec IS NULL) = (inline_data IS NULL))),
     CONSTRAINT blobs_size_check CHECK ((size >= 0))
@@ -1842,6 +1844,8 @@ CREATE TABLE sandbox_persist.blobs (
 ALTER TABLE ONLY sandbox_persist.blobs ALTER COLUMN inline_data SET STORAGE EXTERNAL;
 
 COMMENT ON TABLE sandbox_persist.blobs IS 'Blob store objects: one row per key with size, etag, content type and custom metadata, pointing at the version whose chunks hold the bytes.';
+
+COMMENT ON COLUMN sandbox_persist.blobs.gc_settled IS 'True once maintenance (A1) found the blob referenced: it leaves the blobs_gc index until a reference to it goes away (blob_gc_queue).';
 
 -- table checkpoint_blob_refs
 CREATE TABLE sandbox_persist.checkpoint_blob_refs (
@@ -2476,7 +2480,9 @@ CREATE INDEX blob_gc_queue_order ON sandbox_persist.blob_gc_queue USING btree (q
 COMMENT ON INDEX sandbox_persist.blob_gc_queue_order IS 'The queue in arrival order: maintenance takes the oldest entries first.';
 
 -- index blobs_gc
-CREATE INDEX blobs_gc ON sandbox_persist.blobs USING btree (relied_on_at) WHERE (relied_on_at IS NOT NULL);
+CREATE INDEX blobs_gc ON sandbox_persist.blobs USING btree (relied_on_at) WHERE ((relied_on_at IS NOT NULL) AND (NOT gc_settled));
+
+COMMENT ON INDEX sandbox_persist.blobs_gc IS 'The content-addressed blobs maintenance (A1) may yet collect, by when they were last put or headed: settled ones (referenced when last looked at) are left out.';
 
 -- index blobs_inline_lz4
 CREATE INDEX blobs_inline_lz4 ON sandbox_persist.blobs USING btree (blob_key) WHERE (inline_codec = 2);

@@ -32,6 +32,7 @@
 #include "catalog/pg_type.h"
 #include "catalog/namespace.h"
 #include "commands/async.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
@@ -84,32 +85,32 @@ PG_FUNCTION_INFO_V1(_maintenance_backlog);
 
 /*
  * A1 looks at two kinds of blob, at most $1 of each: those put or headed
- * before the grace cutoff $2 (relied_on_at: the blobs_gc index) and those
- * that lost a reference (blob_gc_queue, filled by the reference tables'
- * triggers) and were found referenced before (relied_on_at NULL: cleared
- * only past the grace, so no grace is owed them). Both are locked (SKIP LOCKED: never wait on the application).
- * It returns the keys and the queue entries it may drop once they are
- * handled: every entry looked at but those whose blob another transaction
- * holds, which wait for the next round.
+ * before the grace cutoff $2 and not settled (the blobs_gc index) and those
+ * that lost a reference after they were settled (blob_gc_queue, filled by the
+ * reference tables' triggers). Both are locked (SKIP LOCKED: never wait on
+ * the application). It returns the keys and the queue entries it may drop
+ * once they are handled: every entry looked at but those whose blob another
+ * transaction holds, which wait for the next round.
  */
 static SpQuery maint_blob_candidates = {
 	"WITH q AS (SELECT ctid AS entry, blob_key FROM sandbox_persist.blob_gc_queue"
 	"  ORDER BY queued_at LIMIT $1 FOR UPDATE SKIP LOCKED),"
-	" relied AS (SELECT b.blob_key FROM sandbox_persist.blobs b WHERE b.relied_on_at < $2"
+	" relied AS (SELECT b.blob_key FROM sandbox_persist.blobs b"
+	"  WHERE b.relied_on_at < $2 AND NOT b.gc_settled"
 	"  ORDER BY b.relied_on_at LIMIT $1 FOR UPDATE SKIP LOCKED),"
 	" queued AS (SELECT b.blob_key FROM sandbox_persist.blobs b"
-	"  WHERE b.blob_key IN (SELECT q.blob_key FROM q) AND b.relied_on_at IS NULL FOR UPDATE SKIP LOCKED)"
+	"  WHERE b.blob_key IN (SELECT q.blob_key FROM q) AND b.gc_settled FOR UPDATE SKIP LOCKED)"
 	" SELECT ARRAY(SELECT relied.blob_key FROM relied UNION SELECT queued.blob_key FROM queued) AS keys,"
 	"  ARRAY(SELECT q.entry FROM q WHERE q.blob_key IN (SELECT queued.blob_key FROM queued)"
 	"        OR NOT EXISTS (SELECT 1 FROM sandbox_persist.blobs b"
-	"                       WHERE b.blob_key = q.blob_key AND b.relied_on_at IS NULL)) AS entries",
+	"                       WHERE b.blob_key = q.blob_key AND b.gc_settled)) AS entries",
 	2, {INT8OID, INT8OID}
 };
 
 /* A1: the candidates ($1) still collectable in a fresh snapshot, with their chunks. */
 static SpQuery maint_blob_delete = {
 	"WITH d AS (DELETE FROM sandbox_persist.blobs b"
-	"  WHERE b.blob_key = ANY ($1) AND (b.relied_on_at IS NULL OR b.relied_on_at < $2)"
+	"  WHERE b.blob_key = ANY ($1) AND b.relied_on_at < $2"
 	"    AND b.blob_key ~ " SP_SQL_CONTENT_KEY_REGEX " AND " MAINT_BLOB_UNREFERENCED
 	"  RETURNING b.version),"
 	" x AS (DELETE FROM sandbox_persist.blob_chunks WHERE version IN (SELECT version FROM d))"
@@ -118,15 +119,34 @@ static SpQuery maint_blob_delete = {
 };
 
 /*
- * A1: a candidate that stays (referenced, or not a content address) leaves
- * blobs_gc; the queue brings it back when a reference goes away, and a put or
- * head when it is relied on again.
+ * A1: a candidate that stays is settled when something references it (or it
+ * is no content address): it leaves blobs_gc until the queue brings it back.
+ * One the queue brought back that is unreferenced but within its grace goes
+ * back to blobs_gc, to be collected once past it.
  */
 static SpQuery maint_blob_settle = {
-	"UPDATE sandbox_persist.blobs b SET relied_on_at = NULL"
-	" WHERE b.blob_key = ANY ($1) AND b.relied_on_at < $2"
-	"   AND (b.blob_key !~ " SP_SQL_CONTENT_KEY_REGEX " OR NOT (" MAINT_BLOB_UNREFERENCED "))",
-	2, {TEXTARRAYOID, INT8OID}
+	"UPDATE sandbox_persist.blobs b"
+	" SET gc_settled = (b.blob_key !~ " SP_SQL_CONTENT_KEY_REGEX " OR NOT (" MAINT_BLOB_UNREFERENCED "))"
+	" WHERE b.blob_key = ANY ($1)"
+	"   AND b.gc_settled IS DISTINCT FROM"
+	"       (b.blob_key !~ " SP_SQL_CONTENT_KEY_REGEX " OR NOT (" MAINT_BLOB_UNREFERENCED "))",
+	1, {TEXTARRAYOID}
+};
+
+/*
+ * A1: blobs still within their grace ($1) that something already references
+ * are settled at once, at most $2 (the oldest first), so blobs_gc holds only
+ * what may yet be collected and counting it stays cheap however many blobs a
+ * day brings. Returns how many were settled.
+ */
+static SpQuery maint_blob_settle_recent = {
+	"WITH c AS (SELECT b.blob_key FROM sandbox_persist.blobs b"
+	"  WHERE b.relied_on_at >= $1 AND NOT b.gc_settled AND NOT (" MAINT_BLOB_UNREFERENCED ")"
+	"  ORDER BY b.relied_on_at LIMIT $2 FOR UPDATE SKIP LOCKED),"
+	" s AS (UPDATE sandbox_persist.blobs b SET gc_settled = true FROM c"
+	"  WHERE b.blob_key = c.blob_key RETURNING 1)"
+	" SELECT count(*) FROM s",
+	2, {INT8OID, INT8OID}
 };
 
 static SpQuery maint_blob_dequeue = {
@@ -388,81 +408,105 @@ MaintLockThenDelete(SpQuery *candidates, SpQuery *remove, int64 cutoff, int64 ma
 	return MaintCount(remove, &args);
 }
 
+/* The number of elements of a one-dimensional array datum (0 when empty). */
+static int64
+MaintArrayLength(Datum array)
+{
+	ArrayType  *a = DatumGetArrayTypeP(array);
+
+	return ArrayGetNItems(ARR_NDIM(a), ARR_DIMS(a));
+}
+
 /*
- * A1: delete the unreferenced content-addressed blobs past the grace. The
- * candidates that stay leave blobs_gc and the queue entries handled are
- * dropped, so a referenced blob is looked at once, not at every round, until
- * a reference to it goes away. Returns how many blobs were deleted (a
- * MaintBatch: its statements are A1's own).
+ * One batch of a collecting action: its statement or statements, a cutoff
+ * and a row bound. It returns how many candidates it took (fewer than rows:
+ * nothing is left) and adds how many rows it collected to *collected.
+ */
+typedef int64 (*MaintBatch) (SpQuery *statement, int64 cutoff, int64 rows, int64 *collected);
+
+/*
+ * A1: delete the unreferenced content-addressed blobs past the grace and
+ * settle the candidates something references, so a referenced blob is looked
+ * at once, not at every round, until a reference to it goes away; the queue
+ * entries handled are dropped. Its statements are A1's own.
  */
 static int64
-MaintCollectBlobs(SpQuery *statement, int64 cutoff, int64 max_rows)
+MaintCollectBlobs(SpQuery *statement, int64 cutoff, int64 rows, int64 *collected)
 {
 	SpArgs		args;
 	Datum		keys;
 	Datum		entries;
 	bool		isnull;
-	int64		deleted;
+	int64		nkeys;
+	int64		nentries;
 
 	SpArgsInit(&args);
-	SpArgInt64(&args, max_rows);
+	SpArgInt64(&args, rows);
 	SpArgInt64(&args, cutoff);
 	SpExec(&maint_blob_candidates, &args, false, 1);
 	keys = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, SpColumn("keys"), &isnull);
 	entries = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, SpColumn("entries"),
 							&isnull);
+	nkeys = MaintArrayLength(keys);
+	nentries = MaintArrayLength(entries);
 	SpArgsInit(&args);
 	SpArgDatum(&args, keys);
 	SpArgInt64(&args, cutoff);
-	deleted = MaintCount(&maint_blob_delete, &args);
+	*collected += MaintCount(&maint_blob_delete, &args);
+	SpArgsInit(&args);
+	SpArgDatum(&args, keys);
 	SpExec(&maint_blob_settle, &args, false, 0);
 	SpArgsInit(&args);
 	SpArgDatum(&args, entries);
 	SpExec(&maint_blob_dequeue, &args, false, 0);
-	return deleted;
+	return nkeys > nentries ? nkeys : nentries;
 }
 
-/* One batch of a collecting action: its statement or statements, a cutoff and a row bound. */
-typedef int64 (*MaintBatch) (SpQuery *statement, int64 cutoff, int64 rows);
-
-/* A batch of A2, A3 or A5: one statement taking (cutoff, rows) and returning a count. */
+/* A batch of A2, A3, A5 or A1's settling of recent blobs: one statement of (cutoff, rows) returning a count. */
 static int64
-MaintCountBatch(SpQuery *statement, int64 cutoff, int64 rows)
+MaintCountBatch(SpQuery *statement, int64 cutoff, int64 rows, int64 *collected)
 {
 	SpArgs		args;
+	int64		n = MaintCount(statement, MaintCutoffArgs(&args, cutoff, rows));
 
-	return MaintCount(statement, MaintCutoffArgs(&args, cutoff, rows));
+	*collected += n;
+	return n;
 }
 
-/* A batch of A6: old terminal runs, locked, then deleted (the statement is A6's own). */
+/* A batch of A6: old terminal runs, locked, then deleted (the statements are A6's own). */
 static int64
-MaintRunsBatch(SpQuery *statement, int64 cutoff, int64 rows)
+MaintRunsBatch(SpQuery *statement, int64 cutoff, int64 rows, int64 *collected)
 {
-	return MaintLockThenDelete(&maint_run_candidates, &maint_run_delete, cutoff, rows);
+	int64		n = MaintLockThenDelete(&maint_run_candidates, &maint_run_delete, cutoff, rows);
+
+	*collected += n;
+	return n;
 }
 
 /*
  * Run one collecting action in batches of at most MAINT_BATCH_ROWS until it
- * has taken max_rows rows, a batch finds fewer than it asked for (nothing is
- * left), or the round's deadline has passed: a backlog drains as fast as the
+ * has taken max_rows candidates, a batch finds fewer than it asked for
+ * (nothing is left), or the round's deadline has passed; returns how many
+ * rows it collected: a backlog drains as fast as the
  * time budget allows, while one statement never locks more than a batch.
  */
 static int64
 MaintDrain(MaintBatch batch, SpQuery *statement, int64 cutoff, int64 max_rows,
 		   TimestampTz deadline)
 {
-	int64		done = 0;
+	int64		taken = 0;
+	int64		collected = 0;
 
-	while (done < max_rows)
+	while (taken < max_rows)
 	{
-		int64		asked = Min(max_rows - done, MAINT_BATCH_ROWS);
-		int64		got = batch(statement, cutoff, asked);
+		int64		asked = Min(max_rows - taken, MAINT_BATCH_ROWS);
+		int64		got = batch(statement, cutoff, asked, &collected);
 
-		done += got;
+		taken += got;
 		if (got < asked || GetCurrentTimestamp() >= deadline)
 			break;
 	}
-	return done;
+	return collected;
 }
 
 /* Notify the readers parked on each log id of the current SPI result (n rows). */
@@ -597,6 +641,8 @@ maintain(PG_FUNCTION_ARGS)
 	SPI_connect();
 	blobs = MaintDrain(MaintCollectBlobs, NULL,
 					   SpTimeBefore(now, (int64) sp_blob_gc_grace_s * 1000), max_rows, deadline);
+	MaintDrain(MaintCountBatch, &maint_blob_settle_recent,
+			   SpTimeBefore(now, (int64) sp_blob_gc_grace_s * 1000), max_rows, deadline);
 	uploads = MaintDrain(MaintCountBatch, &maint_uploads,
 						 SpTimeBefore(now, (int64) sp_upload_expiry_s * 1000), max_rows, deadline);
 	locks = MaintDrain(MaintCountBatch, &maint_locks,

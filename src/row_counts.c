@@ -46,7 +46,8 @@ static SpQuery row_count_add = {
 static SpQuery row_count_fold = {
 	"WITH gone AS (DELETE FROM sandbox_persist.row_counts c"
 	"  WHERE c.backend_pid <> 0"
-	"    AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_get_activity(NULL) a WHERE a.pid = c.backend_pid)"
+	"    AND c.backend_pid NOT IN (SELECT a.pid FROM pg_catalog.pg_stat_get_activity(NULL) a"
+	"                              WHERE a.pid IS NOT NULL)"
 	"  RETURNING c.counter, c.value),"
 	" sums AS (SELECT counter, sum(value)::bigint AS value FROM gone GROUP BY counter)"
 	" INSERT INTO sandbox_persist.row_counts AS c (counter, backend_pid, value)"

@@ -12,7 +12,7 @@
 -- Run with: pg_prove -d <db> test/pgtap/scale.sql
 -- (needs sandbox_persist.allow_test_reset and allow_client_clock on).
 BEGIN;
-SELECT plan(34);
+SELECT plan(38);
 SELECT sandbox_persist._reset_for_tests();
 SET LOCAL sandbox_persist.allow_client_clock = on;
 
@@ -113,11 +113,11 @@ SELECT sandbox_persist.checkpoint_append(json_build_object(
                                                            'size', 1)),
                'artifacts', '[]'::json),
            'expectedHeadId', NULL, 'writer', :'w'::json), '[]');
-SELECT is((SELECT count(*) FROM sandbox_persist.blobs WHERE relied_on_at IS NOT NULL), 3::bigint,
+SELECT is((SELECT count(*) FROM sandbox_persist.blobs WHERE NOT gc_settled), 3::bigint,
     'SC3.1 the new blobs wait for maintenance (blobs_gc)');
 SELECT is((sandbox_persist.maintain(1000, :r)->>'blobsDeleted')::int, 2, 'SC3.2 the two unreferenced ones are collected');
-SELECT is((SELECT count(*) FROM sandbox_persist.blobs WHERE relied_on_at IS NOT NULL), 0::bigint,
-    'SC3.3 the referenced one left blobs_gc: the next rounds do not read it');
+SELECT is((SELECT count(*) FROM sandbox_persist.blobs WHERE NOT gc_settled), 0::bigint,
+    'SC3.3 the referenced one is settled, out of blobs_gc: the next rounds do not read it');
 SELECT is((SELECT blobs_awaiting_gc FROM sandbox_persist.overview), 0::bigint, 'SC3.4 nothing awaits collection');
 SELECT sandbox_persist.checkpoint_delete_head(json_build_object('threadId', 'sc3-thread', 'checkpointId', 'sc3-cp',
                                               'writer', :'w'::json));
@@ -126,6 +126,25 @@ SELECT is((SELECT array_agg(blob_key) FROM sandbox_persist.blob_gc_queue), ARRAY
 SELECT is((SELECT blobs_awaiting_gc FROM sandbox_persist.overview), 1::bigint, 'SC3.6 the overview counts it');
 SELECT is((sandbox_persist.maintain(1000, :r)->>'blobsDeleted')::int, 1, 'SC3.7 the next round collects it');
 SELECT is((SELECT count(*) FROM sandbox_persist.blob_gc_queue), 0::bigint, 'SC3.8 and drops its queue entry');
+-- Within the grace: a referenced blob is settled at once; once its reference
+-- goes it waits in blobs_gc again, kept until the grace has passed.
+SELECT pg_temp.put_ca('sc3 recent', :r - 1000) AS sc3_recent \gset
+SELECT sandbox_persist.checkpoint_append(json_build_object(
+           'checkpoint', json_build_object('id', 'sc3-cp2', 'threadId', 'sc3-thread', 'parentCheckpointId', NULL,
+               'createdAt', 2, 'reason', 'automatic',
+               'files', json_build_array(json_build_object('path', 'b.txt', 'kind', 'file', 'blobKey', :'sc3_recent',
+                                                           'size', 1)),
+               'artifacts', '[]'::json),
+           'expectedHeadId', NULL, 'writer', :'w'::json), '[]');
+SELECT sandbox_persist.maintain(1000, :r);
+SELECT is((SELECT gc_settled FROM sandbox_persist.blobs WHERE blob_key = :'sc3_recent'), true,
+    'SC3.9 a referenced blob within its grace is settled too');
+SELECT sandbox_persist.checkpoint_delete_head(json_build_object('threadId', 'sc3-thread', 'checkpointId', 'sc3-cp2',
+                                              'writer', :'w'::json));
+SELECT is((sandbox_persist.maintain(1000, :r)->>'blobsDeleted')::int, 0, 'SC3.10 unreferenced within its grace, it is kept');
+SELECT is((SELECT gc_settled FROM sandbox_persist.blobs WHERE blob_key = :'sc3_recent'), false,
+    'SC3.11 and waits in blobs_gc again');
+SELECT is((sandbox_persist.maintain(1000, :r + 172800000)->>'blobsDeleted')::int, 1, 'SC3.12 past its grace it is collected');
 
 ------------------------------------------------------------------------------
 -- SC4: no monitoring read and no maintenance round scans a large table.

@@ -110,24 +110,25 @@ CREATE FUNCTION sandbox_persist._blobs_awaiting_gc(cutoff bigint, max_count bigi
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    -- Only the blobs maintenance may yet collect: those not settled
-    -- (blobs_gc) and those that lost a reference since (blob_gc_queue); a
-    -- blob something references is settled, so the count never walks them.
-    SELECT count(*) FROM (
-        SELECT FROM (SELECT g.blob_key FROM sandbox_persist.blobs g
-                      WHERE g.relied_on_at < coalesce(cutoff, 9223372036854775807) AND NOT g.gc_settled
-                     UNION
-                     SELECT q.blob_key FROM sandbox_persist.blob_gc_queue q) k,
-             LATERAL (SELECT FROM sandbox_persist.blobs b
-                       WHERE b.blob_key = k.blob_key
-                         AND b.relied_on_at < coalesce(cutoff, 9223372036854775807)
-                         AND b.blob_key ~ '^sandbox-(files|artifacts)/sha256/[0-9a-f]{64}$'
-                         AND NOT EXISTS (SELECT 1 FROM sandbox_persist.checkpoint_blob_refs r WHERE r.blob_key = b.blob_key)
-                         AND NOT EXISTS (SELECT 1 FROM sandbox_persist.artifacts a WHERE a.blob_key = b.blob_key)) c
-         LIMIT max_count) n
+    -- Only the blobs maintenance may yet collect, the oldest max_count of
+    -- each kind: those not settled (blobs_gc) and those that lost a
+    -- reference since (blob_gc_queue). A blob something references is
+    -- settled by the next round, so the count never walks them for long.
+    SELECT count(*)
+      FROM ((SELECT g.blob_key FROM sandbox_persist.blobs g
+              WHERE g.relied_on_at < coalesce(cutoff, 9223372036854775807) AND NOT g.gc_settled
+              ORDER BY g.relied_on_at LIMIT max_count)
+            UNION
+            (SELECT q.blob_key FROM sandbox_persist.blob_gc_queue q ORDER BY q.queued_at LIMIT max_count)) k,
+           LATERAL (SELECT FROM sandbox_persist.blobs b
+                     WHERE b.blob_key = k.blob_key
+                       AND b.relied_on_at < coalesce(cutoff, 9223372036854775807)
+                       AND b.blob_key ~ '^sandbox-(files|artifacts)/sha256/[0-9a-f]{64}$'
+                       AND NOT EXISTS (SELECT 1 FROM sandbox_persist.checkpoint_blob_refs r WHERE r.blob_key = b.blob_key)
+                       AND NOT EXISTS (SELECT 1 FROM sandbox_persist.artifacts a WHERE a.blob_key = b.blob_key)) c
 $$;
 
-COMMENT ON FUNCTION sandbox_persist._blobs_awaiting_gc(cutoff bigint, max_count bigint) IS 'Internal, for the overview view and _maintenance_backlog(): the content-addressed blobs nothing references that maintenance (A1) would collect with this grace cutoff (NULL: whatever their grace), counted up to max_count.';
+COMMENT ON FUNCTION sandbox_persist._blobs_awaiting_gc(cutoff bigint, max_count bigint) IS 'Internal, for the overview view and _maintenance_backlog(): the content-addressed blobs nothing references that maintenance (A1) would collect with this grace cutoff (NULL: whatever their grace), counted among the oldest max_count candidates of each kind (a lower bound when more wait).';
 
 CREATE TRIGGER blob_gc_reference_deleted AFTER DELETE ON sandbox_persist.checkpoint_blob_refs REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION sandbox_persist._blob_gc_enqueue();
 CREATE TRIGGER blob_gc_artifact_deleted AFTER DELETE ON sandbox_persist.artifacts REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION sandbox_persist._blob_gc_enqueue();
@@ -449,7 +450,7 @@ COMMENT ON COLUMN sandbox_persist.overview.blob_raw_bytes IS 'Total size of the 
 
 COMMENT ON COLUMN sandbox_persist.overview.blob_stored_bytes IS 'Bytes the blob chunks (those of uploads in progress included) and inline objects take in storage, after compression; kept as a counter (row_counts).';
 
-COMMENT ON COLUMN sandbox_persist.overview.blobs_awaiting_gc IS 'Content-addressed blobs no checkpoint or artifact references, within their grace or past it: maintenance deletes them once past sandbox_persist.blob_gc_grace. Counted up to 10000.';
+COMMENT ON COLUMN sandbox_persist.overview.blobs_awaiting_gc IS 'Content-addressed blobs no checkpoint or artifact references, within their grace or past it: maintenance deletes them once past sandbox_persist.blob_gc_grace. Counted among the oldest 10000 blobs maintenance has yet to look at and the oldest 10000 queued keys, so a lower bound when more wait.';
 
 COMMENT ON COLUMN sandbox_persist.overview.uploads_open IS 'Streamed uploads begun and not yet committed or aborted.';
 

@@ -18,7 +18,9 @@
 #     with run_get traffic alongside: the calls, their median time, the
 #     minutes at pg_cron's once-a-minute schedule (a minute a call plus the
 #     calls' own time); run_get latency (p50, p99) on large during the drain
-#     against idle after it; maintain() with nothing left to do
+#     against idle after it; maintain() with nothing left to do; then, after
+#     VACUUM ANALYZE (the steady state), maintain() with nothing to do and
+#     overview, metrics() and _maintenance_backlog() again
 #   - storage per record kind on large: pg_total_relation_size of each table
 #     of the extension (and of its largest index) per row; the build times.
 # vnow, the virtual now, is 7 days after the expired runs were written (runs
@@ -318,5 +320,14 @@ for k in "${KINDS[@]}"; do
     echo -e "fact\tscale_attention_items_$k\t$(qk "$k" -c "SELECT json_array_length(sandbox_persist.attention_list())")"
 done
 timed_row "Scale: maintenance" "attention_list() after the drain" "SELECT sandbox_persist.attention_list()" || status=1
+# The steady state: the drain's dead rows vacuumed, as autovacuum would, and
+# maintenance caught up; what a scrape and an idle round cost then.
+for k in "${KINDS[@]}"; do qk "$k" -c "VACUUM ANALYZE" >/dev/null || status=1; done
+timed_row "Scale: steady state (drained, vacuumed)" "maintain(default max_rows, vnow), nothing to do" \
+    "SELECT sandbox_persist.maintain(NULL, VNOW)" || status=1
+timed_row "Scale: steady state (drained, vacuumed)" "SELECT * FROM overview" "SELECT * FROM sandbox_persist.overview" || status=1
+timed_row "Scale: steady state (drained, vacuumed)" "SELECT * FROM metrics()" "SELECT * FROM sandbox_persist.metrics()" || status=1
+timed_row "Scale: steady state (drained, vacuumed)" "_maintenance_backlog(vnow)" \
+    "SELECT sandbox_persist._maintenance_backlog(VNOW)" || status=1
 say "scale: done"
 exit $status

@@ -280,29 +280,22 @@ static SpQuery maint_detached = {
 };
 
 /*
- * A8: record watchdog items not yet recorded (at most $5 per call); the item
- * definitions live in _watchdog_items(now, reaper_ttl, sweep_interval, idle,
- * per_kind $6), which lists the oldest MAINT_ATTENTION_PER_KIND of each kind.
+ * A8 and A9 in one statement, judging the items once: the items of
+ * _watchdog_items(now, reaper_ttl, sweep_interval, idle, per_kind $6), which
+ * lists the oldest MAINT_ATTENTION_PER_KIND of each kind, that are not
+ * recorded yet are recorded (at most $5); recorded items, least recently seen
+ * first (at most $5), are refreshed while they hold and resolved (deleted)
+ * once they do not. One row per new item (kind, run_id), then one row with
+ * the count resolved.
  */
-static SpQuery maint_watchdog_new = {
-	"INSERT INTO sandbox_persist.attention (kind, run_id, first_seen, last_seen, detail)"
-	" SELECT w.kind, w.run_id, $1, $1, w.detail"
-	"   FROM sandbox_persist._watchdog_items($1, $2, $3, $4, $6::integer) w"
-	"  WHERE NOT EXISTS (SELECT 1 FROM sandbox_persist.attention a"
-	"                     WHERE a.kind = w.kind AND a.run_id = w.run_id)"
-	"  ORDER BY w.kind, w.run_id LIMIT $5"
-	" ON CONFLICT (kind, run_id) DO NOTHING"
-	" RETURNING kind, run_id",
-	6, {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID}
-};
-
-/*
- * A8 and A9 for recorded items, least recently seen first, at most $5: an
- * item whose condition still holds is refreshed, one that no longer holds is
- * resolved (deleted). Returns how many were resolved.
- */
-static SpQuery maint_watchdog_recheck = {
-	"WITH w AS (SELECT * FROM sandbox_persist._watchdog_items($1, $2, $3, $4, $6::integer)),"
+static SpQuery maint_watchdog = {
+	"WITH w AS MATERIALIZED (SELECT * FROM sandbox_persist._watchdog_items($1, $2, $3, $4, $6::integer)),"
+	" fresh AS (INSERT INTO sandbox_persist.attention (kind, run_id, first_seen, last_seen, detail)"
+	"           SELECT w.kind, w.run_id, $1, $1, w.detail FROM w"
+	"            WHERE NOT EXISTS (SELECT 1 FROM sandbox_persist.attention a"
+	"                               WHERE a.kind = w.kind AND a.run_id = w.run_id)"
+	"            ORDER BY w.kind, w.run_id LIMIT $5"
+	"           ON CONFLICT (kind, run_id) DO NOTHING RETURNING kind, run_id),"
 	" batch AS (SELECT a.kind, a.run_id FROM sandbox_persist.attention a WHERE a.last_seen < $1"
 	"           ORDER BY a.last_seen LIMIT $5 FOR UPDATE SKIP LOCKED),"
 	" refreshed AS (UPDATE sandbox_persist.attention a SET last_seen = $1, detail = w.detail"
@@ -312,7 +305,8 @@ static SpQuery maint_watchdog_recheck = {
 	"              WHERE a.kind = b.kind AND a.run_id = b.run_id"
 	"                AND NOT EXISTS (SELECT 1 FROM w WHERE w.kind = b.kind AND w.run_id = b.run_id)"
 	"              RETURNING 1)"
-	" SELECT count(*) FROM resolved",
+	" SELECT fresh.kind, fresh.run_id, NULL::bigint AS resolved FROM fresh"
+	" UNION ALL SELECT NULL, NULL, (SELECT count(*) FROM resolved)",
 	6, {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID}
 };
 
@@ -584,19 +578,30 @@ MaintWatchdogArgs(SpArgs *args, int64 now, int64 max_rows)
 	SpArgInt64(args, MAINT_ATTENTION_PER_KIND);
 }
 
-/* A8: record new watchdog items and announce each. Returns how many are new. */
-static int64
-MaintWatchdog(int64 now, int64 max_rows)
+/*
+ * A8 and A9: record new watchdog items and announce each, refresh or resolve
+ * the recorded ones; sets how many are new and how many were resolved.
+ */
+static void
+MaintWatchdog(int64 now, int64 max_rows, int64 *fresh, int64 *resolved)
 {
 	SpArgs		args;
 	int			n;
 
 	MaintWatchdogArgs(&args, now, max_rows);
-	n = SpExec(&maint_watchdog_new, &args, false, 0);
+	n = SpExec(&maint_watchdog, &args, false, 0);
+	*fresh = 0;
+	*resolved = 0;
 	for (int i = 0; i < n; i++)
 	{
 		StringInfoData payload;
 
+		if (SpIsNull(i, SpColumn("kind")))
+		{
+			SpGetInt64(i, SpColumn("resolved"), resolved);
+			continue;
+		}
+		(*fresh)++;
 		initStringInfo(&payload);
 		appendStringInfoString(&payload, "{\"kind\":");
 		SpAppendString(&payload, SpGetText(i, SpColumn("kind")));
@@ -607,7 +612,6 @@ MaintWatchdog(int64 now, int64 max_rows)
 		if (payload.len < SP_NOTIFY_PAYLOAD_MAX)
 			Async_Notify(SP_CHANNEL_ATTENTION, payload.data);
 	}
-	return n;
 }
 
 /*
@@ -678,9 +682,7 @@ maintain(PG_FUNCTION_ARGS)
 	/* A12: lz4 blobs rewritten as zstd */
 	recompressed = sp_blob_recompress ? BlobRecompress(max_rows) : 0;
 
-	fresh = MaintWatchdog(now, max_rows);
-	MaintWatchdogArgs(&args, now, max_rows);
-	resolved = MaintCount(&maint_watchdog_recheck, &args);
+	MaintWatchdog(now, max_rows, &fresh, &resolved);
 	RowCountsFold();
 
 	/* the summary outlives SPI_finish: build it in the caller's context */

@@ -305,7 +305,7 @@ static SpQuery maint_watchdog = {
 	"              WHERE a.kind = b.kind AND a.run_id = b.run_id"
 	"                AND NOT EXISTS (SELECT 1 FROM w WHERE w.kind = b.kind AND w.run_id = b.run_id)"
 	"              RETURNING 1)"
-	" SELECT fresh.kind, fresh.run_id, NULL::bigint AS resolved FROM fresh"
+	" SELECT fresh.kind, fresh.run_id, NULL::bigint AS items_resolved FROM fresh"
 	" UNION ALL SELECT NULL, NULL, (SELECT count(*) FROM resolved)",
 	6, {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID}
 };
@@ -598,7 +598,7 @@ MaintWatchdog(int64 now, int64 max_rows, int64 *fresh, int64 *resolved)
 
 		if (SpIsNull(i, SpColumn("kind")))
 		{
-			SpGetInt64(i, SpColumn("resolved"), resolved);
+			SpGetInt64(i, SpColumn("items_resolved"), resolved);
 			continue;
 		}
 		(*fresh)++;

@@ -70,20 +70,20 @@ echo "    growing by two ~1 KB messages per checkpoint (checkpoint k carries 1..
 bench -f "$HERE/conversation_storage.sql" >/dev/null || exit 2
 bench -At <<'SQL'
 SELECT format('    %-48s %12s', 'final transcript bytes', final_bytes)
-    || E'\n' || format('    %-48s %12s', 'stored: conversation_messages.body', body_bytes)
-    || E'\n' || format('    %-48s %12s', '        conversation_messages.hash + thread_id', hash_bytes)
-    || E'\n' || format('    %-48s %12s', '        conversation_log + checkpoints.conv_* (references)', id_array_bytes)
-    || E'\n' || format('    %-48s %12s', '        total stored conversation bytes', body_bytes + hash_bytes + id_array_bytes)
+    || E'\n' || format('    %-48s %12s', 'stored: conversation_blocks.bodies (compressed)', body_bytes)
+    || E'\n' || format('    %-48s %12s', '        block keys (thread_id, first_pos, count)', block_key_bytes)
+    || E'\n' || format('    %-48s %12s', '        checkpoints.conv_* (references)', reference_bytes)
+    || E'\n' || format('    %-48s %12s', '        total stored conversation bytes', body_bytes + block_key_bytes + reference_bytes)
     || E'\n' || format('    %-48s %12s', 'ratio stored/final (limit 3)',
-                       to_char((body_bytes + hash_bytes + id_array_bytes)::numeric / final_bytes, 'FM990.00'))
+                       to_char((body_bytes + block_key_bytes + reference_bytes)::numeric / final_bytes, 'FM990.00'))
     || E'\n' || format('    %-48s %12s', 'baseline: naive bytes (transcript per checkpoint)', naive_bytes)
     || E'\n' || format('    %-48s %12s', 'baseline: ratio naive/final',
                        to_char(naive_bytes::numeric / final_bytes, 'FM990.00'))
     || E'\n' || format('    %-48s %12s', 'naive/stored (space saved by the design)',
-                       to_char(naive_bytes::numeric / (body_bytes + hash_bytes + id_array_bytes), 'FM990.0') || 'x')
-    || E'\n' || format('    info: %s checkpoints, %s distinct messages stored; checkpoint_get of the last one: conversation %s',
-                       checkpoints, messages, roundtrip)
-    || E'\n' || format('    info: conversation_messages relation incl. indexes and TOAST: %s bytes', messages_relation_bytes)
+                       to_char(naive_bytes::numeric / (body_bytes + block_key_bytes + reference_bytes), 'FM990.0') || 'x')
+    || E'\n' || format('    info: %s checkpoints, %s blocks holding %s messages; checkpoint_get of the last one: conversation %s',
+                       checkpoints, blocks, messages, roundtrip)
+    || E'\n' || format('    info: conversation_blocks relation incl. indexes and TOAST: %s bytes', blocks_relation_bytes)
     || E'\n' || format('    info: append median, first 20 checkpoints (avg %s KB transcript): %s ms; last 20 (avg %s KB): %s ms',
                        round(first20_conv_bytes / 1024, 1), round(first20_median_ms::numeric, 2),
                        round(last20_conv_bytes / 1024, 1), round(last20_median_ms::numeric, 2))
@@ -93,7 +93,7 @@ if [ "$(value "SELECT roundtrip FROM bench.conv_result")" != exact ]; then
     echo "    FAIL: checkpoint_get of the last checkpoint does not return the transcript byte for byte"
     status=1
 fi
-if [ "$(value "SELECT (body_bytes + hash_bytes + id_array_bytes)::numeric / final_bytes <= 3 FROM bench.conv_result")" = t ]; then
+if [ "$(value "SELECT (body_bytes + block_key_bytes + reference_bytes)::numeric / final_bytes <= 3 FROM bench.conv_result")" = t ]; then
     echo "    PASS: stored/final <= 3"
 else
     echo "    FAIL: stored/final > 3"

@@ -81,20 +81,23 @@ $$;
 CREATE TABLE bench.conv_result AS
 SELECT
     (SELECT conv_bytes FROM bench.conv_appends WHERE k = :ncheckpoints) AS final_bytes,
-    (SELECT count(*) FROM sandbox_persist.conversation_messages) AS messages,
-    (SELECT sum(pg_column_size(body)) FROM sandbox_persist.conversation_messages) AS body_bytes,
-    (SELECT sum(pg_column_size(hash) + pg_column_size(thread_id))
-       FROM sandbox_persist.conversation_messages) AS hash_bytes,
-    -- 0.3.0: the per-checkpoint references (log ranges, block, length, digest)
-    -- plus the thread's log rows; 0.2.0 stored one bigint[] per checkpoint here
+    -- 0.5.0: one block per append (the messages it added, their text joined
+    -- by commas and compressed), keyed by thread and first position
+    (SELECT coalesce(sum(message_count), 0) FROM sandbox_persist.conversation_blocks
+      WHERE thread_id = :'thread') AS messages,
+    (SELECT count(*) FROM sandbox_persist.conversation_blocks WHERE thread_id = :'thread') AS blocks,
+    (SELECT sum(pg_column_size(bodies)) FROM sandbox_persist.conversation_blocks
+      WHERE thread_id = :'thread') AS body_bytes,
+    (SELECT sum(pg_column_size(thread_id) + pg_column_size(first_pos) + pg_column_size(message_count))
+       FROM sandbox_persist.conversation_blocks WHERE thread_id = :'thread') AS block_key_bytes,
+    -- the per-checkpoint references (log ranges, block, length, digest); 0.2.0
+    -- stored one bigint[] per checkpoint here
     (SELECT sum(pg_column_size(conv_ranges) + pg_column_size(conv_block)
                 + pg_column_size(conv_len) + pg_column_size(conv_digest))
-       FROM sandbox_persist.checkpoints WHERE thread_id = :'thread')
-    + (SELECT coalesce(sum(pg_column_size(thread_id) + pg_column_size(pos) + pg_column_size(message_id)), 0)
-         FROM sandbox_persist.conversation_log WHERE thread_id = :'thread') AS id_array_bytes,
+       FROM sandbox_persist.checkpoints WHERE thread_id = :'thread') AS reference_bytes,
     (SELECT sum(conv_bytes) FROM bench.conv_appends) AS naive_bytes,
     (SELECT count(*) FROM sandbox_persist.checkpoints WHERE thread_id = :'thread') AS checkpoints,
-    pg_total_relation_size('sandbox_persist.conversation_messages') AS messages_relation_bytes,
+    pg_total_relation_size('sandbox_persist.conversation_blocks') AS blocks_relation_bytes,
     (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY append_ms)
        FROM bench.conv_appends WHERE k <= 20) AS first20_median_ms,
     (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY append_ms)

@@ -38,8 +38,6 @@ ALTER TABLE checkpoints
     ALTER COLUMN reason TYPE text COLLATE "C",
     ALTER COLUMN label TYPE text COLLATE "C",
     ALTER COLUMN source_run_id TYPE text COLLATE "C";
-ALTER TABLE conversation_messages
-    ALTER COLUMN body TYPE text COLLATE "C";
 ALTER TABLE generation_runs
     ALTER COLUMN activity TYPE text COLLATE "C",
     ALTER COLUMN provider TYPE text COLLATE "C",
@@ -504,6 +502,386 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- Conversations packed in blocks (issue 31 item 4). A stored message took a
+-- row of conversation_messages (633 B with its two indexes, 98 B of them
+-- for the (thread_id, hash) key) and each position a row of
+-- conversation_log (116 B), so reading 40 messages touched some 80 rows
+-- spread over two large tables. Now the messages an append (or a fork)
+-- adds are one row of conversation_blocks, their text joined by commas and
+-- compressed, at the log positions the checkpoint's conv_block already
+-- names: a checkpoint reads as many rows as it has blocks. Messages are no
+-- longer shared between the blocks of a thread: only a conversation that
+-- does not extend its parent's is stored whole again, compressed. The blocks
+-- are built here from the positions each checkpoint appended (and those of
+-- deleted ones still queued for A11); positions no checkpoint or queue entry
+-- names were garbage and are not carried over. The two old tables go. A
+-- thread export now carries the blocks; an export from a 0.4.0 shard is
+-- still imported (its positions are packed the same way).
+
+CREATE TABLE sandbox_persist.conversation_blocks (
+    thread_id text NOT NULL COLLATE pg_catalog."C",
+    first_pos bigint NOT NULL,
+    message_count integer NOT NULL,
+    bodies text COLLATE pg_catalog."C" NOT NULL,
+    CONSTRAINT conversation_blocks_message_count_check CHECK ((message_count > 0))
+);
+ALTER TABLE ONLY sandbox_persist.conversation_blocks ALTER COLUMN bodies SET COMPRESSION lz4;
+ALTER TABLE ONLY sandbox_persist.conversation_blocks
+    ADD CONSTRAINT conversation_blocks_pkey PRIMARY KEY (thread_id, first_pos);
+COMMENT ON TABLE sandbox_persist.conversation_blocks IS 'Each thread''s conversation log, a block per append or fork: the messages at positions first_pos .. first_pos + message_count - 1, their exact JSON text joined by commas and compressed; a checkpoint''s conversation is a set of ranges of the log made of whole blocks.';
+SELECT pg_catalog.pg_extension_config_dump('conversation_blocks', '');
+
+INSERT INTO sandbox_persist.conversation_blocks (thread_id, first_pos, message_count, bodies)
+SELECT k.thread_id, lower(k.block), count(*), string_agg(m.body, ',' ORDER BY l.pos)
+  FROM (SELECT c.thread_id, c.conv_block AS block FROM sandbox_persist.checkpoints c
+        UNION SELECT g.thread_id, g.block FROM sandbox_persist.conversation_garbage g) k
+  JOIN sandbox_persist.conversation_log l
+    ON l.thread_id = k.thread_id AND l.pos >= lower(k.block) AND l.pos < upper(k.block)
+  JOIN sandbox_persist.conversation_messages m ON m.message_id = l.message_id
+ WHERE NOT isempty(k.block)
+ GROUP BY k.thread_id, k.block;
+
+DROP TABLE conversation_log;
+DROP TABLE conversation_messages;
+
+COMMENT ON TABLE sandbox_persist.conversation_garbage IS 'Log blocks appended by checkpoints that deleteHead removed, queued for maintain() (action A11) to delete.';
+
+CREATE OR REPLACE FUNCTION sandbox_persist._thread_drop(thread_id text) RETURNS json
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    t constant text := thread_id;
+    m sandbox_persist.thread_moves%ROWTYPE;
+BEGIN
+    SELECT * INTO m FROM sandbox_persist.thread_moves x WHERE x.thread_id = t FOR UPDATE;
+    IF FOUND AND m.state = 'moved' THEN
+        RETURN json_build_object('dropped', false);
+    ELSIF NOT FOUND OR m.state <> 'moving' THEN
+        PERFORM sandbox_persist._thread_move_refuse(t, 'it is not marked as moving on this shard');
+    END IF;
+    -- the guard lets this transaction's own deletes through ('dropping' is never committed)
+    UPDATE sandbox_persist.thread_moves x SET state = 'dropping' WHERE x.thread_id = t;
+    DELETE FROM sandbox_persist.checkpoints x WHERE x.thread_id = t;   -- references cascade
+    DELETE FROM sandbox_persist.conversation_blocks x WHERE x.thread_id = t;
+    DELETE FROM sandbox_persist.conversation_garbage x WHERE x.thread_id = t;
+    DELETE FROM sandbox_persist.messages x WHERE x.thread_id = t;
+    DELETE FROM sandbox_persist.interrupts x WHERE x.thread_id = t;
+    DELETE FROM sandbox_persist.artifacts x WHERE x.thread_id = t;
+    DELETE FROM sandbox_persist.generation_runs x WHERE x.thread_id = t;
+    DELETE FROM sandbox_persist.event_log_entries e USING sandbox_persist.event_logs l, sandbox_persist.runs r
+     WHERE e.log_id = l.log_id AND l.run_id = r.run_id AND r.thread_id = t;
+    DELETE FROM sandbox_persist.event_log_producers p USING sandbox_persist.event_logs l, sandbox_persist.runs r
+     WHERE p.log_id = l.log_id AND l.run_id = r.run_id AND r.thread_id = t;
+    DELETE FROM sandbox_persist.event_logs l USING sandbox_persist.runs r
+     WHERE l.run_id = r.run_id AND r.thread_id = t;
+    DELETE FROM sandbox_persist.runs x WHERE x.thread_id = t;
+    DELETE FROM sandbox_persist.checkpoint_threads x WHERE x.thread_id = t;
+    UPDATE sandbox_persist.thread_moves x
+       SET state = 'moved', since = (extract(epoch FROM pg_catalog.clock_timestamp()) * 1000)::bigint
+     WHERE x.thread_id = t;
+    RETURN json_build_object('dropped', true);
+END
+$$;
+
+COMMENT ON FUNCTION sandbox_persist._thread_drop(thread_id text) IS 'Internal, move step 6 on the source shard: deletes the moved thread''s rows and leaves a ''moved'' tombstone. Idempotent.';
+
+CREATE OR REPLACE FUNCTION sandbox_persist._thread_export(thread_id text) RETURNS json
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    t constant text := thread_id;
+    doc json;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM sandbox_persist.thread_moves m
+                    WHERE m.thread_id = t AND m.state = 'moving') THEN
+        PERFORM sandbox_persist._thread_move_refuse(t, 'it is not marked as moving on this shard');
+    END IF;
+    WITH keys AS (
+        SELECT DISTINCT key FROM (
+            SELECT r.blob_key AS key FROM sandbox_persist.checkpoint_blob_refs r
+              JOIN sandbox_persist.checkpoints c USING (checkpoint_id) WHERE c.thread_id = t
+            UNION ALL
+            SELECT a.blob_key FROM sandbox_persist.artifacts a
+             WHERE a.thread_id = t AND a.blob_key ~ '^sandbox-(files|artifacts)/sha256/[0-9a-f]{64}$') k
+    )
+    SELECT json_build_object(
+        'threadId', t,
+        'thread', (SELECT json_build_object('fence', x.fence, 'ownerToken', x.owner_token,
+                                            'leaseExpiresAt', x.lease_expires_at, 'headId', x.head_id,
+                                            'convLogEnd', x.conv_log_end)
+                     FROM sandbox_persist.checkpoint_threads x WHERE x.thread_id = t),
+        'transcript', (SELECT json_build_object('transcript', x.transcript::text, 'updatedAt', x.updated_at)
+                         FROM sandbox_persist.messages x WHERE x.thread_id = t),
+        -- the conversation blocks move whole, so positions and ranges stay valid
+        'conversationBlocks', (SELECT coalesce(json_agg(json_build_array(x.first_pos, x.message_count, x.bodies)
+                 ORDER BY x.first_pos), '[]')
+               FROM sandbox_persist.conversation_blocks x WHERE x.thread_id = t),
+        'conversationGarbage', (SELECT coalesce(json_agg(x.block::text ORDER BY x.block), '[]')
+               FROM sandbox_persist.conversation_garbage x WHERE x.thread_id = t),
+        'checkpoints', (SELECT coalesce(json_agg(json_build_object(
+                 'checkpointId', x.checkpoint_id, 'parentId', x.parent_id, 'createdAt', x.created_at,
+                 'reason', x.reason, 'label', x.label, 'sourceRunId', x.source_run_id,
+                 'files', x.files::text, 'artifacts', x.artifacts::text,
+                 'convRanges', x.conv_ranges::text, 'convBlock', x.conv_block::text,
+                 'convLen', x.conv_len, 'convDigest', encode(x.conv_digest, 'hex'))
+                 ORDER BY x.created_at, x.checkpoint_id), '[]')
+               FROM sandbox_persist.checkpoints x WHERE x.thread_id = t),
+        'references', (SELECT coalesce(json_agg(json_build_object(
+                 'checkpointId', r.checkpoint_id, 'blobKey', r.blob_key)
+                 ORDER BY r.checkpoint_id, r.blob_key), '[]')
+               FROM sandbox_persist.checkpoint_blob_refs r
+               JOIN sandbox_persist.checkpoints c USING (checkpoint_id) WHERE c.thread_id = t),
+        'runs', (SELECT coalesce(json_agg(json_build_object(
+                 'runId', x.run_id, 'status', x.status, 'startedAt', x.started_at,
+                 'finishedAt', x.finished_at, 'error', x.error::text, 'usage', x.usage::text,
+                 'sandboxKey', x.sandbox_key, 'detachedSince', x.detached_since,
+                 'cancelRequested', x.cancel_requested, 'driverEpoch', x.driver_epoch,
+                 'changedAt', x.changed_at, 'statusChangedAt', x.status_changed_at)
+                 ORDER BY x.seq), '[]')
+               FROM sandbox_persist.runs x WHERE x.thread_id = t),
+        'interrupts', (SELECT coalesce(json_agg(json_build_object(
+                 'interruptId', x.interrupt_id, 'runId', x.run_id, 'status', x.status,
+                 'requestedAt', x.requested_at, 'resolvedAt', x.resolved_at,
+                 'payload', x.payload::text, 'response', x.response::text) ORDER BY x.seq), '[]')
+               FROM sandbox_persist.interrupts x WHERE x.thread_id = t),
+        'generationRuns', (SELECT coalesce(json_agg(json_build_object(
+                 'runId', x.run_id, 'activity', x.activity, 'provider', x.provider,
+                 'model', x.model, 'status', x.status, 'startedAt', x.started_at,
+                 'finishedAt', x.finished_at, 'error', x.error::text, 'result', x.result::text,
+                 'artifacts', x.artifacts::text, 'usage', x.usage::text) ORDER BY x.seq), '[]')
+               FROM sandbox_persist.generation_runs x WHERE x.thread_id = t),
+        'artifacts', (SELECT coalesce(json_agg(json_build_object(
+                 'artifactId', x.artifact_id, 'runId', x.run_id, 'blobKey', x.blob_key,
+                 'name', x.name, 'mimeType', x.mime_type, 'size', x.size,
+                 'sourceUrl', x.source_url, 'createdAt', x.created_at)
+                 ORDER BY x.created_at, x.artifact_id), '[]')
+               FROM sandbox_persist.artifacts x WHERE x.thread_id = t),
+        'eventLogs', (SELECT coalesce(json_agg(json_build_object(
+                 'runId', l.run_id, 'tailSeq', l.tail_seq, 'createdAt', l.created_at,
+                 'lastAppendAt', l.last_append_at, 'closedAt', l.closed_at,
+                 'appendsAfterClose', l.appends_after_close,
+                 'entries', (SELECT coalesce(json_agg(json_build_array(e.seq, e.chunk::text)
+                                                      ORDER BY e.seq), '[]')
+                               FROM sandbox_persist.event_log_entries e WHERE e.log_id = l.log_id),
+                 'producers', (SELECT coalesce(json_agg(json_build_array(p.producer_id, p.producer_seq,
+                                                                         p.first_seq, p.chunk_count)
+                                                        ORDER BY p.producer_id, p.producer_seq), '[]')
+                                 FROM sandbox_persist.event_log_producers p WHERE p.log_id = l.log_id))
+                 ORDER BY l.log_id), '[]')
+               FROM sandbox_persist.event_logs l
+               JOIN sandbox_persist.runs r ON r.run_id = l.run_id WHERE r.thread_id = t),
+        'blobKeys', (SELECT coalesce(json_agg(key ORDER BY key), '[]') FROM keys),
+        'absentBlobKeys', (SELECT coalesce(json_agg(key ORDER BY key), '[]') FROM keys
+                            WHERE NOT EXISTS (SELECT 1 FROM sandbox_persist.blobs b
+                                               WHERE b.blob_key = keys.key)))
+      INTO doc;
+    RETURN doc;
+END
+$_$;
+
+COMMENT ON FUNCTION sandbox_persist._thread_export(thread_id text) IS 'Internal, move step 2 on the source shard: everything the moving thread owns (lease and head, transcript, conversation blocks, checkpoints and references, runs, interrupts, generation runs, artifacts, event logs) and its blob keys, as one JSON document.';
+
+CREATE OR REPLACE FUNCTION sandbox_persist._thread_import(thread_id text, from_shard integer, doc json) RETURNS json
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    t constant text := thread_id;
+    m sandbox_persist.thread_moves%ROWTYPE;
+    clash text;
+    missing text;
+BEGIN
+    IF doc IS NULL OR doc->>'threadId' IS DISTINCT FROM t OR from_shard IS NULL THEN
+        RAISE EXCEPTION 'invalid thread import'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('The document must be _thread_export(%L) of the source shard.', t);
+    END IF;
+    IF octet_length(t) > 1024 THEN   -- the identifier limit of every store
+        RAISE EXCEPTION 'thread_id is too long'
+            USING ERRCODE = 'string_data_right_truncation',
+                  DETAIL = format('It has %s UTF-8 bytes; the limit is 1024.', octet_length(t));
+    END IF;
+    -- The move lock (class 5314, per thread, exclusively) serialises
+    -- two imports of one thread and lets _thread_move_imported wait for an
+    -- import still in flight before it answers.
+    PERFORM pg_catalog.pg_advisory_xact_lock(5314, pg_catalog.hashtext(t));
+    SELECT * INTO m FROM sandbox_persist.thread_moves x WHERE x.thread_id = t FOR UPDATE;
+    IF FOUND AND m.state = 'imported' THEN
+        RETURN json_build_object('imported', false, 'alreadyImported', true);
+    ELSIF FOUND AND m.state <> 'moved' THEN
+        PERFORM sandbox_persist._thread_move_refuse(t, 'it is moving out of this shard');
+    END IF;
+    SELECT string_agg(DISTINCT source, ', ') INTO clash
+      FROM sandbox_persist.thread_owned_state s WHERE s.thread_id = t;
+    IF clash IS NULL THEN
+        SELECT string_agg(what, ', ') INTO clash FROM (
+            SELECT 'checkpoint ' || c.checkpoint_id AS what FROM sandbox_persist.checkpoints c
+             WHERE c.checkpoint_id IN (SELECT x->>'checkpointId' FROM json_array_elements(doc->'checkpoints') x)
+            UNION ALL SELECT 'run ' || r.run_id FROM sandbox_persist.runs r
+             WHERE r.run_id IN (SELECT x->>'runId' FROM json_array_elements(doc->'runs') x)
+            UNION ALL SELECT 'interrupt ' || i.interrupt_id FROM sandbox_persist.interrupts i
+             WHERE i.interrupt_id IN (SELECT x->>'interruptId' FROM json_array_elements(doc->'interrupts') x)
+            UNION ALL SELECT 'generation run ' || g.run_id FROM sandbox_persist.generation_runs g
+             WHERE g.run_id IN (SELECT x->>'runId' FROM json_array_elements(doc->'generationRuns') x)
+            UNION ALL SELECT 'artifact ' || a.artifact_id FROM sandbox_persist.artifacts a
+             WHERE a.artifact_id IN (SELECT x->>'artifactId' FROM json_array_elements(doc->'artifacts') x)
+            UNION ALL SELECT 'event log ' || l.run_id FROM sandbox_persist.event_logs l
+             WHERE l.run_id IN (SELECT x->>'runId' FROM json_array_elements(doc->'eventLogs') x)) c;
+        IF clash IS NOT NULL THEN
+            clash := 'ids already used here: ' || clash;
+        END IF;
+    ELSE
+        clash := 'state already here: ' || clash;
+    END IF;
+    IF clash IS NOT NULL THEN
+        PERFORM sandbox_persist._thread_move_refuse(t, clash);
+    END IF;
+    -- every blob the source holds must be here, held until commit (as append)
+    PERFORM 1 FROM sandbox_persist.blobs b
+     WHERE b.blob_key IN (SELECT json_array_elements_text(doc->'blobKeys'))
+     ORDER BY b.blob_key FOR KEY SHARE;
+    SELECT string_agg(k, ', ' ORDER BY k) INTO missing
+      FROM json_array_elements_text(doc->'blobKeys') k
+     WHERE k NOT IN (SELECT json_array_elements_text(doc->'absentBlobKeys'))
+       AND NOT EXISTS (SELECT 1 FROM sandbox_persist.blobs b WHERE b.blob_key = k);
+    IF missing IS NOT NULL THEN
+        RAISE EXCEPTION 'thread import blob missing on the destination shard'
+            USING ERRCODE = 'SP015',
+                  DETAIL = format('Thread "%s" references blobs this shard does not hold: %s.', t, missing),
+                  HINT = 'Copy the missing blobs to this shard first, then import the thread again.';
+    END IF;
+
+    -- a tombstone of an earlier move out of this shard gives way
+    DELETE FROM sandbox_persist.thread_moves x WHERE x.thread_id = t;
+    IF doc->'thread' IS NOT NULL AND json_typeof(doc->'thread') = 'object' THEN
+        INSERT INTO sandbox_persist.checkpoint_threads AS x
+               (thread_id, fence, owner_token, lease_expires_at, head_id, conv_log_end)
+        SELECT t, (doc->'thread'->>'fence')::bigint, (doc->'thread'->>'ownerToken')::uuid,
+               (doc->'thread'->>'leaseExpiresAt')::bigint, doc->'thread'->>'headId',
+               coalesce((doc->'thread'->>'convLogEnd')::bigint, 0)
+        ON CONFLICT ON CONSTRAINT checkpoint_threads_pkey DO UPDATE
+           SET fence = greatest(x.fence, excluded.fence), owner_token = excluded.owner_token,
+               lease_expires_at = excluded.lease_expires_at, head_id = excluded.head_id,
+               conv_log_end = excluded.conv_log_end;
+    END IF;
+    IF doc->'transcript' IS NOT NULL AND json_typeof(doc->'transcript') = 'object' THEN
+        INSERT INTO sandbox_persist.messages (thread_id, transcript, updated_at)
+        VALUES (t, (doc->'transcript'->>'transcript')::json, (doc->'transcript'->>'updatedAt')::bigint);
+    END IF;
+    -- blocks keep their positions, so the checkpoints' ranges are copied as they are
+    INSERT INTO sandbox_persist.conversation_blocks (thread_id, first_pos, message_count, bodies)
+    SELECT t, (b.v->>0)::bigint, (b.v->>1)::integer, b.v->>2
+      FROM json_array_elements(doc->'conversationBlocks') AS b(v);
+    -- a document from a 0.4.0 shard names each position's message: one block
+    -- per checkpoint's (or queued) block of positions, as the 0.5.0 update does
+    WITH old_messages AS (SELECT x."messageId" AS message_id, x.body
+                 FROM json_to_recordset(doc->'conversationMessages') AS x("messageId" bigint, body text)),
+         old_log AS (SELECT (e.v->>0)::bigint AS pos, (e.v->>1)::bigint AS message_id
+                 FROM json_array_elements(doc->'conversationLog') AS e(v)),
+         old_blocks AS (SELECT (c.v->>'convBlock')::int8range AS block
+                          FROM json_array_elements(doc->'checkpoints') AS c(v)
+                        UNION SELECT g::int8range FROM json_array_elements_text(doc->'conversationGarbage') AS g)
+    INSERT INTO sandbox_persist.conversation_blocks (thread_id, first_pos, message_count, bodies)
+    SELECT t, lower(k.block), count(*), string_agg(om.body, ',' ORDER BY ol.pos)
+      FROM old_blocks k JOIN old_log ol ON ol.pos <@ k.block
+      JOIN old_messages om ON om.message_id = ol.message_id
+     WHERE doc->'conversationBlocks' IS NULL AND NOT isempty(k.block)
+     GROUP BY k.block;
+    INSERT INTO sandbox_persist.conversation_garbage (thread_id, block)
+    SELECT t, g::int8range FROM json_array_elements_text(doc->'conversationGarbage') AS g;
+    INSERT INTO sandbox_persist.checkpoints (checkpoint_id, thread_id, parent_id, created_at, reason,
+                                             label, source_run_id, files, artifacts,
+                                             conv_ranges, conv_block, conv_len, conv_digest)
+    SELECT x."checkpointId", t, x."parentId", x."createdAt", x.reason, x.label, x."sourceRunId",
+           x.files::json, x.artifacts::json, x."convRanges"::int8multirange,
+           x."convBlock"::int8range, x."convLen", decode(x."convDigest", 'hex')
+      FROM json_array_elements(doc->'checkpoints') WITH ORDINALITY AS e(v, ord),
+           LATERAL json_to_record(e.v) AS x("checkpointId" text,
+           "parentId" text, "createdAt" float8, reason text, label text, "sourceRunId" text,
+           files text, artifacts text, "convRanges" text, "convBlock" text, "convLen" integer,
+           "convDigest" text)
+     ORDER BY e.ord;
+    INSERT INTO sandbox_persist.checkpoint_blob_refs (checkpoint_id, blob_key)
+    SELECT x."checkpointId", x."blobKey"
+      FROM json_to_recordset(doc->'references') AS x("checkpointId" text, "blobKey" text);
+    INSERT INTO sandbox_persist.runs (run_id, thread_id, status, started_at, finished_at, error,
+                                      usage, sandbox_key, detached_since, cancel_requested,
+                                      driver_epoch, changed_at, status_changed_at)
+    SELECT x."runId", t, x.status, x."startedAt", x."finishedAt", x.error::json, x.usage::json,
+           x."sandboxKey", x."detachedSince", x."cancelRequested", x."driverEpoch", x."changedAt",
+           coalesce(x."statusChangedAt", x."changedAt")
+      FROM json_array_elements(doc->'runs') WITH ORDINALITY AS e(v, ord),
+           LATERAL json_to_record(e.v) AS x("runId" text, status text,
+           "startedAt" bigint, "finishedAt" bigint, error text, usage text, "sandboxKey" text,
+           "detachedSince" bigint, "cancelRequested" boolean, "driverEpoch" bigint,
+           "changedAt" bigint, "statusChangedAt" bigint)
+     ORDER BY e.ord;
+    INSERT INTO sandbox_persist.interrupts (interrupt_id, run_id, thread_id, status, requested_at,
+                                            resolved_at, payload, response)
+    SELECT x."interruptId", x."runId", t, x.status, x."requestedAt", x."resolvedAt",
+           x.payload::json, x.response::json
+      FROM json_array_elements(doc->'interrupts') WITH ORDINALITY AS e(v, ord),
+           LATERAL json_to_record(e.v) AS x("interruptId" text,
+           "runId" text, status text, "requestedAt" bigint, "resolvedAt" bigint, payload text,
+           response text)
+     ORDER BY e.ord;
+    INSERT INTO sandbox_persist.generation_runs (run_id, thread_id, activity, provider, model,
+                                                 status, started_at, finished_at, error, result,
+                                                 artifacts, usage)
+    SELECT x."runId", t, x.activity, x.provider, x.model, x.status, x."startedAt", x."finishedAt",
+           x.error::json, x.result::json, x.artifacts::json, x.usage::json
+      FROM json_array_elements(doc->'generationRuns') WITH ORDINALITY AS e(v, ord),
+           LATERAL json_to_record(e.v) AS x("runId" text,
+           activity text, provider text, model text, status text, "startedAt" bigint,
+           "finishedAt" bigint, error text, result text, artifacts text, usage text)
+     ORDER BY e.ord;
+    INSERT INTO sandbox_persist.artifacts (artifact_id, run_id, thread_id, blob_key, name,
+                                           mime_type, size, source_url, created_at)
+    SELECT x."artifactId", x."runId", t, x."blobKey", x.name, x."mimeType", x.size, x."sourceUrl",
+           x."createdAt"
+      FROM json_to_recordset(doc->'artifacts') AS x("artifactId" text, "runId" text,
+           "blobKey" text, name text, "mimeType" text, size bigint, "sourceUrl" text,
+           "createdAt" float8);
+    -- event logs get new log ids here; entries and producers follow by run id
+    INSERT INTO sandbox_persist.event_logs (run_id, tail_seq, created_at, last_append_at, closed_at,
+                                            appends_after_close)
+    SELECT x."runId", x."tailSeq", x."createdAt", x."lastAppendAt", x."closedAt", x."appendsAfterClose"
+      FROM json_array_elements(doc->'eventLogs') WITH ORDINALITY AS e(v, ord),
+           LATERAL json_to_record(e.v) AS x("runId" text, "tailSeq" bigint, "createdAt" bigint,
+                                            "lastAppendAt" bigint, "closedAt" bigint,
+                                            "appendsAfterClose" bigint)
+     ORDER BY e.ord;
+    -- the running digests follow from (seq, chunk) alone: the same as on the source
+    INSERT INTO sandbox_persist.event_log_entries (log_id, seq, chunk, digest)
+    SELECT h.log_id, h.seq, h.chunk::json,
+           pg_catalog.bit_xor(h.h) OVER (PARTITION BY h.log_id ORDER BY h.seq)
+      FROM (SELECT l.log_id, (en->>0)::bigint AS seq, en->>1 AS chunk,
+                   ('x' || pg_catalog.encode(pg_catalog.substr(pg_catalog.sha256(
+                       pg_catalog.int8send((en->>0)::bigint) || pg_catalog.convert_to(en->>1, 'UTF8')),
+                       1, 8), 'hex'))::pg_catalog.bit(64)::bigint AS h
+              FROM json_array_elements(doc->'eventLogs') AS e(v)
+              JOIN sandbox_persist.event_logs l ON l.run_id = e.v->>'runId',
+                   LATERAL json_array_elements(e.v->'entries') AS en) h;
+    UPDATE sandbox_persist.event_logs l SET tail_digest = x.digest
+      FROM sandbox_persist.event_log_entries x
+     WHERE x.log_id = l.log_id AND x.seq = l.tail_seq
+       AND l.run_id IN (SELECT e.v->>'runId' FROM json_array_elements(doc->'eventLogs') AS e(v));
+    INSERT INTO sandbox_persist.event_log_producers (log_id, producer_id, producer_seq, first_seq,
+                                                     chunk_count)
+    SELECT l.log_id, (p->>0)::uuid, (p->>1)::bigint, (p->>2)::bigint, (p->>3)::integer
+      FROM json_array_elements(doc->'eventLogs') AS e(v)
+      JOIN sandbox_persist.event_logs l ON l.run_id = e.v->>'runId',
+           LATERAL json_array_elements(e.v->'producers') AS p;
+    INSERT INTO sandbox_persist.thread_moves VALUES
+        (t, 'imported', from_shard, (extract(epoch FROM pg_catalog.clock_timestamp()) * 1000)::bigint);
+    RETURN json_build_object('imported', true, 'alreadyImported', false);
+END
+$$;
+
+COMMENT ON FUNCTION sandbox_persist._thread_import(thread_id text, from_shard integer, doc json) IS 'Internal, move step 4 on the destination shard: inserts an exported thread in one transaction or nothing; refused when this shard already holds state or ids of the thread, SP015 when a blob is missing. Idempotent.';
 
 -- Sections are added above this line, one per change, each opened by a
 -- comment block that says what it changes and why.

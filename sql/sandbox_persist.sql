@@ -454,9 +454,8 @@ BEGIN
     -- the guard lets this transaction's own deletes through ('dropping' is never committed)
     UPDATE sandbox_persist.thread_moves x SET state = 'dropping' WHERE x.thread_id = t;
     DELETE FROM sandbox_persist.checkpoints x WHERE x.thread_id = t;   -- references cascade
-    DELETE FROM sandbox_persist.conversation_log x WHERE x.thread_id = t;
+    DELETE FROM sandbox_persist.conversation_blocks x WHERE x.thread_id = t;
     DELETE FROM sandbox_persist.conversation_garbage x WHERE x.thread_id = t;
-    DELETE FROM sandbox_persist.conversation_messages x WHERE x.thread_id = t;
     DELETE FROM sandbox_persist.messages x WHERE x.thread_id = t;
     DELETE FROM sandbox_persist.interrupts x WHERE x.thread_id = t;
     DELETE FROM sandbox_persist.artifacts x WHERE x.thread_id = t;
@@ -507,14 +506,10 @@ BEGIN
                      FROM sandbox_persist.checkpoint_threads x WHERE x.thread_id = t),
         'transcript', (SELECT json_build_object('transcript', x.transcript::text, 'updatedAt', x.updated_at)
                          FROM sandbox_persist.messages x WHERE x.thread_id = t),
-        'conversationMessages', (SELECT coalesce(json_agg(json_build_object(
-                 'messageId', x.message_id, 'hash', encode(x.hash, 'hex'), 'body', x.body)
-                 ORDER BY x.message_id), '[]')
-               FROM sandbox_persist.conversation_messages x WHERE x.thread_id = t),
-        -- the conversation log moves whole, so positions and ranges stay valid
-        'conversationLog', (SELECT coalesce(json_agg(json_build_array(x.pos, x.message_id)
-                 ORDER BY x.pos), '[]')
-               FROM sandbox_persist.conversation_log x WHERE x.thread_id = t),
+        -- the conversation blocks move whole, so positions and ranges stay valid
+        'conversationBlocks', (SELECT coalesce(json_agg(json_build_array(x.first_pos, x.message_count, x.bodies)
+                 ORDER BY x.first_pos), '[]')
+               FROM sandbox_persist.conversation_blocks x WHERE x.thread_id = t),
         'conversationGarbage', (SELECT coalesce(json_agg(x.block::text ORDER BY x.block), '[]')
                FROM sandbox_persist.conversation_garbage x WHERE x.thread_id = t),
         'checkpoints', (SELECT coalesce(json_agg(json_build_object(
@@ -578,7 +573,7 @@ BEGIN
 END
 $_$;
 
-COMMENT ON FUNCTION sandbox_persist._thread_export(thread_id text) IS 'Internal, move step 2 on the source shard: everything the moving thread owns (lease and head, transcript, conversation log and messages, checkpoints and references, runs, interrupts, generation runs, artifacts, event logs) and its blob keys, as one JSON document.';
+COMMENT ON FUNCTION sandbox_persist._thread_export(thread_id text) IS 'Internal, move step 2 on the source shard: everything the moving thread owns (lease and head, transcript, conversation blocks, checkpoints and references, runs, interrupts, generation runs, artifacts, event logs) and its blob keys, as one JSON document.';
 
 -- function _thread_import(text, integer, json)
 CREATE FUNCTION sandbox_persist._thread_import(thread_id text, from_shard integer, doc json) RETURNS json
@@ -668,23 +663,25 @@ BEGIN
         INSERT INTO sandbox_persist.messages (thread_id, transcript, updated_at)
         VALUES (t, (doc->'transcript'->>'transcript')::json, (doc->'transcript'->>'updatedAt')::bigint);
     END IF;
-    -- conversation messages get new ids here; the log is renumbered through
-    -- each message's hash (unique per thread) and keeps its positions, so the
-    -- checkpoints' ranges are copied as they are
-    INSERT INTO sandbox_persist.conversation_messages (thread_id, hash, body)
-    SELECT t, decode(x.hash, 'hex'), x.body
-      FROM json_to_recordset(doc->'conversationMessages') AS x("messageId" bigint, hash text, body text)
-     ORDER BY x."messageId";
-    WITH im AS MATERIALIZED (
-        SELECT x."messageId" AS old_id, cm.message_id AS new_id
-          FROM json_to_recordset(doc->'conversationMessages') AS x("messageId" bigint, hash text)
-          JOIN sandbox_persist.conversation_messages cm
-            ON cm.thread_id = t AND cm.hash = decode(x.hash, 'hex')
-    )
-    INSERT INTO sandbox_persist.conversation_log (thread_id, pos, message_id)
-    SELECT t, (l.v->>0)::bigint, im.new_id
-      FROM json_array_elements(doc->'conversationLog') AS l(v)
-      JOIN im ON im.old_id = (l.v->>1)::bigint;
+    -- blocks keep their positions, so the checkpoints' ranges are copied as they are
+    INSERT INTO sandbox_persist.conversation_blocks (thread_id, first_pos, message_count, bodies)
+    SELECT t, (b.v->>0)::bigint, (b.v->>1)::integer, b.v->>2
+      FROM json_array_elements(doc->'conversationBlocks') AS b(v);
+    -- a document from a 0.4.0 shard names each position's message: one block
+    -- per checkpoint's (or queued) block of positions, as the 0.5.0 update does
+    WITH old_messages AS (SELECT x."messageId" AS message_id, x.body
+                 FROM json_to_recordset(doc->'conversationMessages') AS x("messageId" bigint, body text)),
+         old_log AS (SELECT (e.v->>0)::bigint AS pos, (e.v->>1)::bigint AS message_id
+                 FROM json_array_elements(doc->'conversationLog') AS e(v)),
+         old_blocks AS (SELECT (c.v->>'convBlock')::int8range AS block
+                          FROM json_array_elements(doc->'checkpoints') AS c(v)
+                        UNION SELECT g::int8range FROM json_array_elements_text(doc->'conversationGarbage') AS g)
+    INSERT INTO sandbox_persist.conversation_blocks (thread_id, first_pos, message_count, bodies)
+    SELECT t, lower(k.block), count(*), string_agg(om.body, ',' ORDER BY ol.pos)
+      FROM old_blocks k JOIN old_log ol ON ol.pos <@ k.block
+      JOIN old_messages om ON om.message_id = ol.message_id
+     WHERE doc->'conversationBlocks' IS NULL AND NOT isempty(k.block)
+     GROUP BY k.block;
     INSERT INTO sandbox_persist.conversation_garbage (thread_id, block)
     SELECT t, g::int8range FROM json_array_elements_text(doc->'conversationGarbage') AS g;
     INSERT INTO sandbox_persist.checkpoints (checkpoint_id, thread_id, parent_id, created_at, reason,
@@ -1893,36 +1890,19 @@ CREATE TABLE sandbox_persist.conversation_garbage (
     block int8range NOT NULL
 );
 
-COMMENT ON TABLE sandbox_persist.conversation_garbage IS 'Log blocks appended by checkpoints that deleteHead removed, queued for maintain() (action A11) to delete with the messages nothing names any more.';
+COMMENT ON TABLE sandbox_persist.conversation_garbage IS 'Log blocks appended by checkpoints that deleteHead removed, queued for maintain() (action A11) to delete.';
 
--- table conversation_log
-CREATE TABLE sandbox_persist.conversation_log (
+-- table conversation_blocks
+CREATE TABLE sandbox_persist.conversation_blocks (
     thread_id text NOT NULL COLLATE pg_catalog."C",
-    pos bigint NOT NULL,
-    message_id bigint NOT NULL
+    first_pos bigint NOT NULL,
+    message_count integer NOT NULL,
+    bodies text COLLATE pg_catalog."C" NOT NULL,
+    CONSTRAINT conversation_blocks_message_count_check CHECK ((message_count > 0))
 );
+ALTER TABLE ONLY sandbox_persist.conversation_blocks ALTER COLUMN bodies SET COMPRESSION lz4;
 
-COMMENT ON TABLE sandbox_persist.conversation_log IS 'Each thread''s conversation log: one row per position (only ever growing) naming a stored message of that thread; a checkpoint''s conversation is a set of ranges of it.';
-
--- table conversation_messages
-CREATE TABLE sandbox_persist.conversation_messages (
-    message_id bigint NOT NULL,
-    thread_id text NOT NULL COLLATE pg_catalog."C",
-    hash bytea NOT NULL,
-    body text COLLATE pg_catalog."C" NOT NULL
-);
-
-COMMENT ON TABLE sandbox_persist.conversation_messages IS 'Each distinct conversation message of a checkpoint thread, stored once and keyed by the SHA-256 of its exact text; the thread''s conversation log names these rows by id.';
-
--- sequence conversation_messages_message_id_seq
-ALTER TABLE sandbox_persist.conversation_messages ALTER COLUMN message_id ADD GENERATED ALWAYS AS IDENTITY (
-    SEQUENCE NAME sandbox_persist.conversation_messages_message_id_seq
-    START WITH 1
-    INCREMENT BY 1
-    NO MINVALUE
-    NO MAXVALUE
-    CACHE 1
-);
+COMMENT ON TABLE sandbox_persist.conversation_blocks IS 'Each thread''s conversation log, a block per append or fork: the messages at positions first_pos .. first_pos + message_count - 1, their exact JSON text joined by commas and compressed; a checkpoint''s conversation is a set of ranges of the log made of whole blocks.';
 
 -- table event_log_entries
 CREATE TABLE sandbox_persist.event_log_entries (
@@ -2381,17 +2361,9 @@ ALTER TABLE ONLY sandbox_persist.checkpoints
 ALTER TABLE ONLY sandbox_persist.conversation_garbage
     ADD CONSTRAINT conversation_garbage_pkey PRIMARY KEY (thread_id, block);
 
--- constraint conversation_log conversation_log_pkey
-ALTER TABLE ONLY sandbox_persist.conversation_log
-    ADD CONSTRAINT conversation_log_pkey PRIMARY KEY (thread_id, pos);
-
--- constraint conversation_messages conversation_messages_pkey
-ALTER TABLE ONLY sandbox_persist.conversation_messages
-    ADD CONSTRAINT conversation_messages_pkey PRIMARY KEY (message_id);
-
--- constraint conversation_messages conversation_messages_thread_id_hash_key
-ALTER TABLE ONLY sandbox_persist.conversation_messages
-    ADD CONSTRAINT conversation_messages_thread_id_hash_key UNIQUE (thread_id, hash);
+-- constraint conversation_blocks conversation_blocks_pkey
+ALTER TABLE ONLY sandbox_persist.conversation_blocks
+    ADD CONSTRAINT conversation_blocks_pkey PRIMARY KEY (thread_id, first_pos);
 
 -- constraint event_log_entries event_log_entries_pkey
 ALTER TABLE ONLY sandbox_persist.event_log_entries
@@ -2638,15 +2610,13 @@ SELECT pg_catalog.pg_extension_config_dump('instances', '');
 SELECT pg_catalog.pg_extension_config_dump('runs', '');
 SELECT pg_catalog.pg_extension_config_dump('messages', '');
 SELECT pg_catalog.pg_extension_config_dump('checkpoint_threads', '');
-SELECT pg_catalog.pg_extension_config_dump('conversation_messages', '');
 SELECT pg_catalog.pg_extension_config_dump('checkpoints', '');
 SELECT pg_catalog.pg_extension_config_dump('checkpoint_blob_refs', '');
-SELECT pg_catalog.pg_extension_config_dump('conversation_messages_message_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('event_logs_log_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('generation_runs_seq_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('interrupts_seq_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('runs_seq_seq', '');
-SELECT pg_catalog.pg_extension_config_dump('conversation_log', '');
+SELECT pg_catalog.pg_extension_config_dump('conversation_blocks', '');
 SELECT pg_catalog.pg_extension_config_dump('conversation_garbage', '');
 SELECT pg_catalog.pg_extension_config_dump('thread_moves', '');
 SELECT pg_catalog.pg_extension_config_dump('maintenance_schedule', '');

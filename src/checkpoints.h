@@ -71,15 +71,23 @@ typedef struct ConvStored
 } ConvStored;
 
 /*
+ * The blocks (alias b) of thread `thread` that the int8multirange `ranges`
+ * is made of: one index range scan over the span of the ranges, so a
+ * conversation reads in as many rows as it has blocks (plus those of an
+ * abandoned branch between a shared prefix and a later block).
+ */
+#define CONV_BLOCKS_IN(thread, ranges) \
+	" sandbox_persist.conversation_blocks b WHERE b.thread_id = " thread \
+	" AND b.first_pos >= pg_catalog.lower(" ranges ") AND b.first_pos < pg_catalog.upper(" ranges ")" \
+	" AND b.first_pos OPERATOR(pg_catalog.<@) " ranges
+
+/*
  * The conversation of checkpoint row `alias` as the text between '[' and ']'
- * (NULL when empty), in the 0.3.0 layout: its log ranges in position order.
+ * (NULL when empty): its blocks in position order.
  */
 #define CONV_BODIES_SQL(alias) \
-	"(SELECT string_agg(m.body, ',' ORDER BY l.pos)" \
-	"   FROM unnest(" alias ".conv_ranges) AS r(rg)" \
-	"   JOIN sandbox_persist.conversation_log l ON l.thread_id = " alias ".thread_id" \
-	"    AND l.pos >= lower(r.rg) AND l.pos < upper(r.rg)" \
-	"   JOIN sandbox_persist.conversation_messages m ON m.message_id = l.message_id)"
+	"(SELECT string_agg(b.bodies, ',' ORDER BY b.first_pos) FROM" \
+	CONV_BLOCKS_IN(alias ".thread_id", alias ".conv_ranges") ")"
 
 /*
  * Checkpoint input is checked by the validator family (validate.c) with the
@@ -151,7 +159,6 @@ extern Datum ForkResult(Datum record);
 
 /* conversations.c: conversation storage */
 extern void ConvSplit(FunctionCallInfo fcinfo, int argno, ConvMessages *out);
-extern Datum ConvTextArray(const ConvMessages *msgs, int from);
 extern void ConvAppend(const char *thread_id, const char *parent_id, const ConvMessages *msgs,
 					   ConvStored *out);
 extern void ConvAppendTail(const char *thread_id, const char *parent_id, int64 claim_len,
@@ -159,6 +166,6 @@ extern void ConvAppendTail(const char *thread_id, const char *parent_id, int64 c
 						   const ConvMessages *tail, ConvStored *out);
 extern void ConvCopy(const char *source_thread, Datum source_ranges, const char *dest_thread,
 					 ConvStored *out);
-extern void ConvCollect(int64 max_rows, int64 *positions, int64 *messages);
+extern int64 ConvCollect(int64 max_rows);
 
 #endif							/* SANDBOX_PERSIST_CHECKPOINTS_H */

@@ -1,31 +1,33 @@
 /*
  * conversations.c
  *
- * Checkpoint conversations in the 0.3.0 layout (docs/contract/
- * checkpoint-store.md §6): every thread has an append-only log of message ids
- * (conversation_log, positions handed out from checkpoint_threads.conv_log_end
- * and never reused), each distinct message of a thread is stored once
- * (conversation_messages, keyed by its SHA-256), and a checkpoint's
- * conversation is a set of ranges of its thread's log. An append whose
- * transcript extends the parent's (same digest over the parent's length)
- * hashes and logs only the new tail; any other transcript gets a block of its
- * own. A delta append (checkpoint_append_delta) ships only the tail with a
- * claim (length, digest) about the parent's conversation: the claim is
- * checked against the parent's stored conv_len and conv_digest, and the
- * digest is a chain over the message hashes so the new one costs the tail. deleteHead queues the block its checkpoint appended; maintain() (A11)
- * collects queued positions, then messages no position refers to any more.
+ * Checkpoint conversations (docs/contract/checkpoint-store.md §6). Every
+ * thread has a log of message positions, handed out from
+ * checkpoint_threads.conv_log_end and never reused; the messages an append
+ * (or a fork) adds are one block of it, a single conversation_blocks row
+ * holding their JSON text joined by commas, compressed. A checkpoint's
+ * conversation is a set of ranges of the log made of whole blocks (its
+ * parent's plus its own), so it reads in as many rows as it has blocks. An
+ * append whose transcript extends the parent's (same digest over the
+ * parent's length) stores only the new tail; any other transcript gets a
+ * block of its own. A delta append (checkpoint_append_delta) ships only the
+ * tail with a claim (length, digest) about the parent's conversation: the
+ * claim is checked against the parent's stored conv_len and conv_digest, and
+ * the digest is a chain over the message hashes so the new one costs the
+ * tail. deleteHead queues the block its checkpoint appended, which no other
+ * checkpoint's ranges reach; maintain() (A11) deletes queued blocks.
  *
- * Locking: appends, deleteHeads and forks write a thread's log and messages
- * only while holding its checkpoint_threads row FOR UPDATE, so positions are
- * handed out serially and no two writers meet on a message. Collection takes
- * the thread row FOR KEY SHARE SKIP LOCKED (and its queue rows FOR UPDATE SKIP
- * LOCKED) before deleting: it skips a thread whose writer is in flight, and a
- * writer arriving later waits for it and then sees the deletions, so a
- * message an append is about to reuse is never deleted under it. Lease
- * updates (FOR NO KEY UPDATE) never wait for it.
+ * Locking: appends, deleteHeads and forks write a thread's blocks only while
+ * holding its checkpoint_threads row FOR UPDATE, so positions are handed out
+ * serially. Collection takes the thread row FOR KEY SHARE SKIP LOCKED (and
+ * its queue rows FOR UPDATE SKIP LOCKED) before deleting: it skips a thread
+ * whose writer is in flight. Lease updates (FOR NO KEY UPDATE) never wait
+ * for it.
  */
 #include "postgres.h"
 
+#include "access/toast_compression.h"
+#include "access/toast_internals.h"
 #include "catalog/pg_type.h"
 #include "common/cryptohash.h"
 #include "common/sha2.h"
@@ -40,6 +42,16 @@
  * SpJsonCheckNesting decide, as the JSON walker does (its SP_JSON_DEEP).
  */
 #define CONV_DEEP 64
+
+/*
+ * How a block's text is compressed when that saves space: lz4 where the
+ * server was built with it (Debian's is), else the server's pglz.
+ */
+#ifdef USE_LZ4
+#define CONV_COMPRESSION TOAST_LZ4_COMPRESSION
+#else
+#define CONV_COMPRESSION TOAST_PGLZ_COMPRESSION
+#endif
 
 /* Columns of conv_state. */
 #define CONV_STATE_LOG_END		1
@@ -56,23 +68,40 @@ static SpQuery conv_state = {
 	2, {TEXTOID, TEXTOID}
 };
 
+/* Columns of conv_gather. */
+#define CONV_GATHER_COUNT	1
+#define CONV_GATHER_BODIES	2
+
 /*
- * Log messages ($1 hashes, $2 bodies) at positions $4.. of thread $3. Only
- * messages the thread does not have yet are inserted, so an identity value
- * is drawn per new message, not per message passed.
+ * One block: $3 messages (their text joined by commas, $4) at positions $2..
+ * of thread $1. Always a generic plan: a custom plan makes each argument a
+ * constant, and a constant is stored decompressed (makeConst detoasts).
  */
 static SpQuery conv_store = {
-	"WITH t AS (SELECT u.h, u.b, u.ord FROM unnest($1::bytea[], $2::text[]) WITH ORDINALITY AS u(h, b, ord)),"
-	" n AS (INSERT INTO sandbox_persist.conversation_messages (thread_id, hash, body)"
-	"       SELECT DISTINCT ON (t.h) $3, t.h, t.b FROM t"
-	"        WHERE NOT EXISTS (SELECT 1 FROM sandbox_persist.conversation_messages m"
-	"                           WHERE m.thread_id = $3 AND m.hash = t.h)"
-	"       RETURNING hash, message_id)"
-	" INSERT INTO sandbox_persist.conversation_log (thread_id, pos, message_id)"
-	" SELECT $3, $4 + t.ord - 1, coalesce(n.message_id, m.message_id)"
-	"   FROM t LEFT JOIN n ON n.hash = t.h"
-	"   LEFT JOIN sandbox_persist.conversation_messages m ON m.thread_id = $3 AND m.hash = t.h",
-	4, {BYTEAARRAYOID, TEXTARRAYOID, TEXTOID, INT8OID}
+	"INSERT INTO sandbox_persist.conversation_blocks (thread_id, first_pos, message_count, bodies)"
+	" VALUES ($1, $2, $3, $4)",
+	4, {TEXTOID, INT8OID, INT4OID, TEXTOID}, NULL, CURSOR_OPT_GENERIC_PLAN
+};
+
+/* The messages at ranges $1 of thread $2: how many, and their text in position order. */
+static SpQuery conv_gather = {
+	"SELECT coalesce(sum(b.message_count), 0)::int8, string_agg(b.bodies, ',' ORDER BY b.first_pos)"
+	" FROM" CONV_BLOCKS_IN("$2", "$1::int8multirange"),
+	2, {INT8MULTIRANGEOID, TEXTOID}
+};
+
+/* Columns of conv_parent_blocks. */
+#define CONV_PARENT_COUNT	1
+#define CONV_PARENT_BODIES	2
+#define CONV_PARENT_UPTO	3
+
+/* The blocks of ranges $1 of thread $2 in log order, each with the ranges of it and those before. */
+static SpQuery conv_parent_blocks = {
+	"SELECT b.message_count, b.bodies, pg_catalog.range_agg(pg_catalog.int8range(b.first_pos,"
+	"  b.first_pos + b.message_count)) OVER (ORDER BY b.first_pos)"
+	" FROM" CONV_BLOCKS_IN("$2", "$1::int8multirange")
+	" ORDER BY b.first_pos",
+	2, {INT8MULTIRANGEOID, TEXTOID}
 };
 
 /* The one column of conv_log_end. */
@@ -83,81 +112,29 @@ static SpQuery conv_log_end = {
 	1, {TEXTOID}
 };
 
-/* Copy the messages at ranges $1 of thread $2 into thread $3's log from position $4. */
-static SpQuery conv_copy = {
-	"WITH s AS (SELECT row_number() OVER (ORDER BY l.pos) AS ord, m.hash, m.body"
-	"             FROM unnest($1::int8multirange) AS r(rg)"
-	"             JOIN sandbox_persist.conversation_log l ON l.thread_id = $2"
-	"              AND l.pos >= lower(r.rg) AND l.pos < upper(r.rg)"
-	"             JOIN sandbox_persist.conversation_messages m ON m.message_id = l.message_id),"
-	" n AS (INSERT INTO sandbox_persist.conversation_messages (thread_id, hash, body)"
-	"       SELECT DISTINCT ON (s.hash) $3, s.hash, s.body FROM s"
-	"        WHERE NOT EXISTS (SELECT 1 FROM sandbox_persist.conversation_messages m"
-	"                           WHERE m.thread_id = $3 AND m.hash = s.hash)"
-	"       RETURNING hash, message_id)"
-	" INSERT INTO sandbox_persist.conversation_log (thread_id, pos, message_id)"
-	" SELECT $3, $4 + s.ord - 1, coalesce(n.message_id, m.message_id)"
-	"   FROM s LEFT JOIN n ON n.hash = s.hash"
-	"   LEFT JOIN sandbox_persist.conversation_messages m ON m.thread_id = $3 AND m.hash = s.hash",
-	4, {INT8MULTIRANGEOID, TEXTOID, TEXTOID, INT8OID}
-};
-
 /*
- * A11, step 1: up to $1 queued blocks, each with its thread row key-share
- * locked; a block or thread some other transaction holds is skipped.
+ * A11 in one statement: up to $1 queued blocks, each with its thread row
+ * key-share locked (a block or thread some other transaction holds is
+ * skipped), leave the queue with the block rows they name. Returns the
+ * messages deleted. A queued block is the one its deleted checkpoint
+ * appended, so no remaining checkpoint's ranges reach it.
  */
-/* Columns of conv_gc_blocks: the threads and their blocks, index for index. */
-#define CONV_GC_THREADS		1
-#define CONV_GC_BLOCKS		2
-
-static SpQuery conv_gc_blocks = {
+static SpQuery conv_gc = {
 	"WITH c AS (SELECT g.thread_id, g.block FROM sandbox_persist.conversation_garbage g"
 	"  JOIN sandbox_persist.checkpoint_threads t ON t.thread_id = g.thread_id"
 	"  ORDER BY g.thread_id, g.block LIMIT $1"
-	"  FOR UPDATE OF g SKIP LOCKED FOR KEY SHARE OF t SKIP LOCKED)"
-	" SELECT coalesce(array_agg(thread_id), '{}'), coalesce(array_agg(block), '{}') FROM c",
+	"  FOR UPDATE OF g SKIP LOCKED FOR KEY SHARE OF t SKIP LOCKED),"
+	" q AS (DELETE FROM sandbox_persist.conversation_garbage g USING c"
+	"       WHERE g.thread_id = c.thread_id AND g.block = c.block RETURNING g.thread_id, g.block),"
+	" d AS (DELETE FROM sandbox_persist.conversation_blocks b USING q"
+	"       WHERE b.thread_id = q.thread_id AND b.first_pos >= pg_catalog.lower(q.block)"
+	"         AND b.first_pos < pg_catalog.upper(q.block) RETURNING b.message_count)"
+	" SELECT coalesce(sum(message_count), 0)::int8 FROM d",
 	1, {INT8OID}
 };
 
-/* Step 2: at most $3 log positions of those blocks; returns the messages they named. */
-/* Columns of conv_gc_positions: positions deleted, the messages they named. */
-#define CONV_GC_POSITIONS	1
-#define CONV_GC_MESSAGE_IDS	2
-
-static SpQuery conv_gc_positions = {
-	"WITH b AS (SELECT * FROM unnest($1::text[], $2::int8range[]) AS b(thread_id, block)),"
-	" r AS (SELECT l.thread_id, l.pos FROM b JOIN sandbox_persist.conversation_log l"
-	"        ON l.thread_id = b.thread_id AND l.pos >= lower(b.block) AND l.pos < upper(b.block)"
-	"       ORDER BY l.thread_id, l.pos LIMIT $3),"
-	" d AS (DELETE FROM sandbox_persist.conversation_log l USING r"
-	"       WHERE l.thread_id = r.thread_id AND l.pos = r.pos RETURNING l.message_id)"
-	" SELECT count(*), coalesce(array_agg(DISTINCT message_id), '{}') FROM d",
-	3, {TEXTARRAYOID, INT8RANGEARRAYOID, INT8OID}
-};
-
-/* Step 3 (a new snapshot, so step 2's deletions count): messages no position names. */
-/* The one column of conv_gc_messages: messages deleted. */
+/* The one column of conv_gc: messages deleted. */
 #define CONV_GC_MESSAGES	1
-
-static SpQuery conv_gc_messages = {
-	"WITH d AS (DELETE FROM sandbox_persist.conversation_messages m WHERE m.message_id = ANY ($1)"
-	"   AND NOT EXISTS (SELECT 1 FROM sandbox_persist.conversation_log l"
-	"                    WHERE l.thread_id = m.thread_id AND l.message_id = m.message_id)"
-	"   RETURNING 1)"
-	" SELECT count(*) FROM d",
-	1, {INT8ARRAYOID}
-};
-
-/* Step 4: the queued blocks whose positions are all gone. */
-static SpQuery conv_gc_done = {
-	"DELETE FROM sandbox_persist.conversation_garbage g"
-	" USING unnest($1::text[], $2::int8range[]) AS b(thread_id, block)"
-	" WHERE g.thread_id = b.thread_id AND g.block = b.block"
-	"   AND NOT EXISTS (SELECT 1 FROM sandbox_persist.conversation_log l"
-	"                    WHERE l.thread_id = b.thread_id"
-	"                      AND l.pos >= lower(b.block) AND l.pos < upper(b.block))",
-	2, {TEXTARRAYOID, INT8RANGEARRAYOID}
-};
 
 /* Raise INVALID_ENTRY for a conversation that is not an array. */
 static void
@@ -200,37 +177,25 @@ ConvSkipString(const char *p, const char *end)
 }
 
 /*
- * Split a conversation (a json argument, so already valid JSON) into the
- * exact text of each element with one shallow scan: only top-level commas
- * and brackets matter, strings are skipped whole. The elements are opaque
- * payloads, so no tree is built for their insides.
+ * Split JSON array elements starting at p (after the '[' or at the start of a
+ * block's text) up to end or a closing ']' into *out, with one shallow scan:
+ * only top-level commas and brackets matter, strings are skipped whole. The
+ * elements are opaque payloads, so no tree is built for their insides.
+ * Returns the deepest nesting seen.
  */
-void
-ConvSplit(FunctionCallInfo fcinfo, int argno, ConvMessages *out)
+static int
+ConvSplitElements(const char *p, const char *end, ConvMessages *out)
 {
-	text	   *t;
-	const char *p;
-	const char *end;
 	int			cap = 16;
 	int			deepest = 0;
 
-	if (PG_ARGISNULL(argno))
-		ConvNotArray("SQL NULL");
-	t = PG_GETARG_TEXT_PP(argno);
-	p = VARDATA_ANY(t);
-	end = p + VARSIZE_ANY_EXHDR(t);
-	while (p < end && ConvSpace(*p))
-		p++;
-	if (p == end || *p != '[')
-		ConvNotArray(SpJsonKindName(SpJsonParseText(t)->kind));
-	p++;
 	out->n = 0;
 	out->raw = palloc(sizeof(char *) * cap);
 	out->rawlen = palloc(sizeof(int) * cap);
 	while (p < end && ConvSpace(*p))
 		p++;
 	if (p < end && *p == ']')
-		return;
+		return 0;
 	while (p < end)
 	{
 		const char *start;
@@ -276,22 +241,62 @@ ConvSplit(FunctionCallInfo fcinfo, int argno, ConvMessages *out)
 			break;
 		p++;
 	}
+	return deepest;
+}
+
+/*
+ * Split a conversation (a json argument, so already valid JSON) into the
+ * exact text of each element.
+ */
+void
+ConvSplit(FunctionCallInfo fcinfo, int argno, ConvMessages *out)
+{
+	text	   *t;
+	const char *p;
+	const char *end;
+
+	if (PG_ARGISNULL(argno))
+		ConvNotArray("SQL NULL");
+	t = PG_GETARG_TEXT_PP(argno);
+	p = VARDATA_ANY(t);
+	end = p + VARSIZE_ANY_EXHDR(t);
+	while (p < end && ConvSpace(*p))
+		p++;
+	if (p == end || *p != '[')
+		ConvNotArray(SpJsonKindName(SpJsonParseText(t)->kind));
 	/* stored without being walked: refuse nesting the core parser would refuse */
-	if (deepest + 1 >= CONV_DEEP)
+	if (ConvSplitElements(p + 1, end, out) + 1 >= CONV_DEEP)
 		SpJsonCheckNesting(t);
 }
 
-/* Messages from..n-1 as a text[] datum. */
-Datum
-ConvTextArray(const ConvMessages *msgs, int from)
+/*
+ * Messages from..n-1 as one block's text: joined by commas (the inside of a
+ * JSON array, as reads concatenate blocks) and compressed here, since rows
+ * under the TOAST threshold (2 kB) are never compressed by the server and a
+ * turn of a chat is often that small. The datum is stored as it is: the
+ * server decompresses it wherever the text is read.
+ */
+static Datum
+ConvPack(const char *text_data, int len)
 {
-	int			k = msgs->n - from;
-	Datum	   *d = palloc(sizeof(Datum) * Max(k, 1));
+	text	   *t = cstring_to_text_with_len(text_data, len);
+	Datum		packed = toast_compress_datum(PointerGetDatum(t), CONV_COMPRESSION);
 
-	for (int i = 0; i < k; i++)
-		d[i] = PointerGetDatum(cstring_to_text_with_len(msgs->raw[from + i],
-														msgs->rawlen[from + i]));
-	return PointerGetDatum(construct_array(d, k, TEXTOID, -1, false, TYPALIGN_INT));
+	return DatumGetPointer(packed) != NULL ? packed : PointerGetDatum(t);
+}
+
+/* Insert block [first_pos, first_pos + count) of thread_id holding text (len bytes). Inside SPI. */
+static void
+ConvInsertBlock(const char *thread_id, int64 first_pos, int64 count, const char *text_data, int len)
+{
+	SpArgs		args;
+
+	SpArgsInit(&args);
+	SpArgText(&args, thread_id);
+	SpArgInt64(&args, first_pos);
+	SpArgDatum(&args, Int32GetDatum((int32) count));
+	SpArgDatum(&args, ConvPack(text_data, len));
+	SpExec(&conv_store, &args, false, 0);
 }
 
 /* Start a SHA-256 context. */
@@ -339,14 +344,13 @@ ConvEmptyDigest(uint8 *out)
 }
 
 /*
- * Hash messages from..n-1 (hashes: n * 32 bytes, indexed like msgs) and
- * chain them onto *chain (the digest of messages 0..from-1, updated in
+ * Hash messages from..n-1 and chain them onto *chain (the digest of messages 0..from-1, updated in
  * place); when from <= prefix_len <= n, also the digest of the first
  * prefix_len messages into prefix. One pass over the bytes: the chain only
  * sees the 32-byte message hashes.
  */
 static void
-ConvHashAll(const ConvMessages *msgs, int from, uint8 *hashes, int prefix_len, uint8 *prefix,
+ConvHashAll(const ConvMessages *msgs, int from, int prefix_len, uint8 *prefix,
 			uint8 *chain)
 {
 	pg_cryptohash_ctx *one = pg_cryptohash_create(PG_SHA256);
@@ -357,7 +361,7 @@ ConvHashAll(const ConvMessages *msgs, int from, uint8 *hashes, int prefix_len, u
 		memcpy(prefix, chain, PG_SHA256_DIGEST_LENGTH);
 	for (int i = from; i < msgs->n; i++)
 	{
-		uint8	   *h = hashes + i * PG_SHA256_DIGEST_LENGTH;
+		uint8		h[PG_SHA256_DIGEST_LENGTH];
 
 		if (pg_cryptohash_init(one) < 0 ||
 			pg_cryptohash_update(one, (const uint8 *) msgs->raw[i], msgs->rawlen[i]) < 0 ||
@@ -382,45 +386,88 @@ ConvBytea(const uint8 *data, int len)
 }
 
 /*
- * Log messages from..n-1 of msgs (their hashes in hashes, indexed like msgs)
- * at positions log_end.. of thread_id. Inside SPI, thread row held.
+ * Store messages from..n-1 of msgs as one block at positions log_end.. of
+ * thread_id (nothing when there are none). Inside SPI, thread row held.
  */
 static void
-ConvStoreTail(const char *thread_id, int64 log_end, const ConvMessages *msgs, int from,
-			  const uint8 *hashes)
+ConvStoreTail(const char *thread_id, int64 log_end, const ConvMessages *msgs, int from)
+{
+	StringInfoData buf;
+
+	if (msgs->n <= from)
+		return;
+	initStringInfo(&buf);
+	for (int i = from; i < msgs->n; i++)
+	{
+		if (i > from)
+			appendStringInfoChar(&buf, ',');
+		appendBinaryStringInfo(&buf, msgs->raw[i], msgs->rawlen[i]);
+	}
+	ConvInsertBlock(thread_id, log_end, msgs->n - from, buf.data, buf.len);
+}
+
+/*
+ * The parent's blocks, from the first, whose messages equal the first ones
+ * of msgs message for message and byte for byte: returns how many messages
+ * they hold and, when there are any, keeps their ranges as out's base. So a
+ * conversation that edits or drops its parent's last messages stores only
+ * what follows the last whole block it shares. Inside SPI.
+ */
+static int
+ConvSharedBlocks(const char *thread_id, Datum parent_ranges, const ConvMessages *msgs,
+				 ConvStored *out)
 {
 	SpArgs		args;
+	int			shared = 0;
+	uint64		rows;
 
-	if (msgs->n > from)
+	SpArgsInit(&args);
+	SpArgDatum(&args, parent_ranges);
+	SpArgText(&args, thread_id);
+	rows = SpExec(&conv_parent_blocks, &args, true, 0);
+	for (uint64 r = 0; r < rows; r++)
 	{
-		Datum	   *h = palloc(sizeof(Datum) * (msgs->n - from));
+		HeapTuple	tuple = SPI_tuptable->vals[r];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		int			count = DatumGetInt32(SPI_getbinval(tuple, desc, CONV_PARENT_COUNT, &isnull));
+		text	   *bodies;
+		ConvMessages block;
 
-		for (int i = from; i < msgs->n; i++)
-			h[i - from] = ConvBytea(hashes + i * PG_SHA256_DIGEST_LENGTH, PG_SHA256_DIGEST_LENGTH);
-		SpArgsInit(&args);
-		SpArgDatum(&args, PointerGetDatum(construct_array(h, msgs->n - from, BYTEAOID, -1, false,
-														  TYPALIGN_INT)));
-		SpArgDatum(&args, ConvTextArray(msgs, from));
-		SpArgText(&args, thread_id);
-		SpArgInt64(&args, log_end);
-		SpExec(&conv_store, &args, false, 0);
+		if (count > msgs->n - shared)
+			break;
+		bodies = DatumGetTextPP(SPI_getbinval(tuple, desc, CONV_PARENT_BODIES, &isnull));
+		ConvSplitElements(VARDATA_ANY(bodies), VARDATA_ANY(bodies) + VARSIZE_ANY_EXHDR(bodies),
+						  &block);
+		if (block.n != count)
+			break;
+		for (int i = 0; i < count; i++)
+			if (block.rawlen[i] != msgs->rawlen[shared + i] ||
+				memcmp(block.raw[i], msgs->raw[shared + i], block.rawlen[i]) != 0)
+				return shared;
+		shared += count;
+		out->base = PointerGetDatum(PG_DETOAST_DATUM_COPY(SPI_getbinval(tuple, desc,
+																		CONV_PARENT_UPTO,
+																		&isnull)));
+		out->base_null = false;
 	}
+	return shared;
 }
 
 /*
  * Store the conversation of a new checkpoint of thread_id whose parent is
  * parent_id (NULL for a root). When the parent's conversation is a prefix of
  * msgs (equal digest over the parent's length) the new checkpoint keeps the
- * parent's ranges and only the tail is logged; otherwise every message is
- * logged in a block of its own. The caller holds the thread row FOR UPDATE,
- * inserts the checkpoint from *out and moves conv_log_end to out->block_to.
- * Inside SPI.
+ * parent's ranges and only the tail is stored; otherwise it keeps the
+ * parent's leading blocks it repeats exactly (ConvSharedBlocks) and stores
+ * the rest as a block of its own. The caller holds the thread row FOR
+ * UPDATE, inserts the checkpoint from *out and moves conv_log_end to
+ * out->block_to. Inside SPI.
  */
 void
 ConvAppend(const char *thread_id, const char *parent_id, const ConvMessages *msgs,
 		   ConvStored *out)
 {
-	uint8	   *hashes = palloc(PG_SHA256_DIGEST_LENGTH * Max(msgs->n, 1));
 	uint8		prefix[PG_SHA256_DIGEST_LENGTH];
 	uint8		all[PG_SHA256_DIGEST_LENGTH];
 	int64		log_end = 0;
@@ -439,29 +486,34 @@ ConvAppend(const char *thread_id, const char *parent_id, const ConvMessages *msg
 		parent_len = -1;
 
 	ConvEmptyDigest(all);
-	ConvHashAll(msgs, 0, hashes, (int) Min(parent_len, (int64) msgs->n + 1), prefix, all);
+	ConvHashAll(msgs, 0, (int) Min(parent_len, (int64) msgs->n + 1), prefix, all);
 	out->base_null = true;
 	out->base = (Datum) 0;
-	if (parent_len >= 0 && parent_len <= msgs->n)
+	if (parent_len > 0)
 	{
 		bool		isnull;
 		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
 									  CONV_STATE_PARENT_DIGEST, &isnull);
 		bytea	   *digest = isnull ? NULL : DatumGetByteaPP(d);
+		Datum		parent_ranges;
 
-		extends = digest != NULL && VARSIZE_ANY_EXHDR(digest) == PG_SHA256_DIGEST_LENGTH &&
+		extends = parent_len <= msgs->n && digest != NULL &&
+			VARSIZE_ANY_EXHDR(digest) == PG_SHA256_DIGEST_LENGTH &&
 			memcmp(VARDATA_ANY(digest), prefix, PG_SHA256_DIGEST_LENGTH) == 0;
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+						  CONV_STATE_PARENT_RANGES, &isnull);
+		parent_ranges = PointerGetDatum(PG_DETOAST_DATUM_COPY(d));
 		if (extends)
 		{
-			d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-							  CONV_STATE_PARENT_RANGES, &isnull);
-			out->base = PointerGetDatum(PG_DETOAST_DATUM_COPY(d));
+			out->base = parent_ranges;
 			out->base_null = false;
 			from = (int) parent_len;
 		}
+		else
+			from = ConvSharedBlocks(thread_id, parent_ranges, msgs, out);
 	}
 
-	ConvStoreTail(thread_id, log_end, msgs, from, hashes);
+	ConvStoreTail(thread_id, log_end, msgs, from);
 	out->block_from = log_end;
 	out->block_to = log_end + (msgs->n - from);
 	out->len = msgs->n;
@@ -483,7 +535,6 @@ ConvAppendTail(const char *thread_id, const char *parent_id, int64 claim_len,
 			   const uint8 *claim_digest, int claim_digest_len, const ConvMessages *tail,
 			   ConvStored *out)
 {
-	uint8	   *hashes = palloc(PG_SHA256_DIGEST_LENGTH * Max(tail->n, 1));
 	uint8		chain[PG_SHA256_DIGEST_LENGTH];
 	uint8		unused[PG_SHA256_DIGEST_LENGTH];
 	int64		log_end = 0;
@@ -542,8 +593,8 @@ ConvAppendTail(const char *thread_id, const char *parent_id, int64 claim_len,
 				 ("invalid checkpoint conversation"),
 				 "A conversation holds at most %d messages.", PG_INT32_MAX);
 
-	ConvHashAll(tail, 0, hashes, -1, unused, chain);
-	ConvStoreTail(thread_id, log_end, tail, 0, hashes);
+	ConvHashAll(tail, 0, -1, unused, chain);
+	ConvStoreTail(thread_id, log_end, tail, 0);
 	out->base_null = !has_ranges;
 	out->base = ranges;
 	out->block_from = log_end;
@@ -563,8 +614,8 @@ ConvCopy(const char *source_thread, Datum source_ranges, const char *dest_thread
 		 ConvStored *out)
 {
 	int64		log_end = 0;
+	int64		n = 0;
 	SpArgs		args;
-	int			n;
 
 	SpArgsInit(&args);
 	SpArgText(&args, dest_thread);
@@ -574,9 +625,16 @@ ConvCopy(const char *source_thread, Datum source_ranges, const char *dest_thread
 	SpArgsInit(&args);
 	SpArgDatum(&args, source_ranges);
 	SpArgText(&args, source_thread);
-	SpArgText(&args, dest_thread);
-	SpArgInt64(&args, log_end);
-	n = SpExec(&conv_copy, &args, false, 0);
+	SpExec(&conv_gather, &args, false, 1);
+	SpGetInt64(0, CONV_GATHER_COUNT, &n);
+	if (n > 0)
+	{
+		bool		isnull;
+		text	   *bodies = DatumGetTextPP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+														  CONV_GATHER_BODIES, &isnull));
+
+		ConvInsertBlock(dest_thread, log_end, n, VARDATA_ANY(bodies), VARSIZE_ANY_EXHDR(bodies));
+	}
 	out->base_null = true;
 	out->base = (Datum) 0;
 	out->block_from = log_end;
@@ -584,45 +642,18 @@ ConvCopy(const char *source_thread, Datum source_ranges, const char *dest_thread
 }
 
 /*
- * A11: collect the log blocks deleteHead queued, at most max_rows positions
- * per call, then the messages no position refers to any more. Returns both
- * counts. Inside SPI.
+ * A11: delete the blocks deleteHead queued, at most max_rows blocks per
+ * call. Returns the messages they held. Inside SPI.
  */
-void
-ConvCollect(int64 max_rows, int64 *positions, int64 *messages)
+int64
+ConvCollect(int64 max_rows)
 {
 	SpArgs		args;
-	Datum		threads;
-	Datum		blocks;
-	Datum		ids;
-	bool		isnull;
+	int64		messages = 0;
 
-	*positions = 0;
-	*messages = 0;
 	SpArgsInit(&args);
 	SpArgInt64(&args, max_rows);
-	SpExec(&conv_gc_blocks, &args, false, 1);
-	threads = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, CONV_GC_THREADS, &isnull);
-	blocks = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, CONV_GC_BLOCKS, &isnull);
-	if (ArrayGetNItems(ARR_NDIM(DatumGetArrayTypeP(threads)),
-					   ARR_DIMS(DatumGetArrayTypeP(threads))) == 0)
-		return;
-
-	SpArgsInit(&args);
-	SpArgDatum(&args, threads);
-	SpArgDatum(&args, blocks);
-	SpArgInt64(&args, max_rows);
-	SpExec(&conv_gc_positions, &args, false, 1);
-	SpGetInt64(0, CONV_GC_POSITIONS, positions);
-	ids = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, CONV_GC_MESSAGE_IDS, &isnull);
-
-	SpArgsInit(&args);
-	SpArgDatum(&args, ids);
-	SpExec(&conv_gc_messages, &args, false, 1);
-	SpGetInt64(0, CONV_GC_MESSAGES, messages);
-
-	SpArgsInit(&args);
-	SpArgDatum(&args, threads);
-	SpArgDatum(&args, blocks);
-	SpExec(&conv_gc_done, &args, false, 0);
+	SpExec(&conv_gc, &args, false, 1);
+	SpGetInt64(0, CONV_GC_MESSAGES, &messages);
+	return messages;
 }

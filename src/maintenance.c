@@ -7,9 +7,8 @@
  * long-expired lock rows, closed logs past retention and (when enabled) old
  * terminal runs; close the logs of finished runs; end the logs whose producer
  * is gone with a terminal RUN_ERROR chunk (A10); wake the application's
- * reaper; record watchdog items; collect the conversation log positions of
- * deleted checkpoints and the messages nothing refers to any more (A11,
- * conversations.c); and, when sandbox_persist.blob_recompress is on, rewrite
+ * reaper; record watchdog items; collect the conversation blocks of deleted
+ * checkpoints (A11, conversations.c); and, when sandbox_persist.blob_recompress is on, rewrite
  * lz4 blobs as zstd without changing their bytes (A12, blob_recompress.c). It never changes a run, a checkpoint, a transcript, a
  * head, a lease or an instance row. _maintenance_backlog() counts, with the
  * same conditions, what the collecting actions would delete (for metrics()).
@@ -626,8 +625,7 @@ maintain(PG_FUNCTION_ARGS)
 	int64		blobs, uploads, locks, closed, lost, logs, runs, fresh, resolved;
 	int64		detached = 0;
 	int64		due = 0;
-	int64		positions = 0;
-	int64		messages = 0;
+	int64		messages;
 	int64		recompressed;
 	TimestampTz started;
 	TimestampTz deadline;
@@ -676,8 +674,8 @@ maintain(PG_FUNCTION_ARGS)
 		Async_Notify(SP_CHANNEL_REAPER, payload);
 	}
 
-	/* A11: log blocks of deleted checkpoints, then messages nothing names */
-	ConvCollect(max_rows, &positions, &messages);
+	/* A11: the conversation blocks of deleted checkpoints */
+	messages = ConvCollect(max_rows);
 
 	/* A12: lz4 blobs rewritten as zstd */
 	recompressed = sp_blob_recompress ? BlobRecompress(max_rows) : 0;
@@ -700,7 +698,7 @@ maintain(PG_FUNCTION_ARGS)
 					 ",\"conversationMessagesDeleted\":" INT64_FORMAT
 					 ",\"blobsRecompressed\":" INT64_FORMAT "}",
 					 blobs, uploads, locks, closed, lost, logs, runs, detached, due, fresh, resolved,
-					 positions, messages, recompressed);
+					 messages, messages, recompressed);
 	SpArgsInit(&args);
 	SpArgInt64(&args, now);
 	SpArgTextLen(&args, summary.data, summary.len);

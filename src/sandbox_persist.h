@@ -201,6 +201,7 @@ typedef struct SpQuery
 	int			nargs;
 	Oid			argtypes[SP_MAX_ARGS];
 	SPIPlanPtr	plan;			/* prepared and kept on first use */
+	int			cursor_options; /* for SPI_prepare_cursor; 0 for most */
 } SpQuery;
 
 typedef struct SpArgs

@@ -191,7 +191,7 @@ SpPrepare(SpQuery *q, SpArgs *args)
 {
 	if (q->plan == NULL)
 	{
-		SPIPlanPtr	plan = SPI_prepare(q->sql, q->nargs, q->argtypes);
+		SPIPlanPtr	plan = SPI_prepare_cursor(q->sql, q->nargs, q->argtypes, q->cursor_options);
 
 		if (plan == NULL)
 			elog(ERROR, "SPI_prepare failed for \"%s\": %s",

@@ -409,10 +409,13 @@ BEGIN
 END $$;
 
 -- Store a checkpoint's conversation in the thread's conversation log (the
--- 0.3.0 layout): when it extends the parent's (same digest over the parent's
--- length), keep the parent's ranges and log only the tail, else log it all as
--- a block of its own; each distinct message is stored once per thread. The
--- caller holds the thread row.
+-- 0.5.0 layout: a block of positions per append, one conversation_blocks row
+-- holding the messages' text joined by commas): when it extends the parent's
+-- (same digest over the parent's length), keep the parent's ranges and log
+-- only the tail, else keep the parent's leading blocks it repeats exactly and
+-- log the rest; what is logged is one block. The server compresses a block
+-- only past its TOAST threshold (the C code compresses every block that
+-- shrinks). The caller holds the thread row.
 CREATE FUNCTION store_conversation(thread text, parent text, conversation json,
                                    OUT ranges int8multirange, OUT block int8range,
                                    OUT len integer, OUT digest bytea) LANGUAGE plpgsql AS $$
@@ -422,6 +425,7 @@ DECLARE
     from_ord integer := 0;
     log_end bigint;
     p sandbox_persist.checkpoints;
+    b sandbox_persist.conversation_blocks;
 BEGIN
     SELECT coalesce(array_agg(e.v::text ORDER BY e.ord), '{}'),
            coalesce(array_agg(sha256(convert_to(e.v::text, 'UTF8')) ORDER BY e.ord), '{}')
@@ -438,16 +442,23 @@ BEGIN
                                   FROM unnest(hashes[1:p.conv_len]) WITH ORDINALITY AS u(h, i)), ''::bytea)) THEN
             from_ord := p.conv_len;
             ranges := p.conv_ranges;
+        ELSIF FOUND THEN
+            FOR b IN SELECT * FROM sandbox_persist.conversation_blocks x
+                      WHERE x.thread_id = thread AND x.first_pos >= lower(p.conv_ranges)
+                        AND x.first_pos < upper(p.conv_ranges) AND x.first_pos <@ p.conv_ranges
+                      ORDER BY x.first_pos LOOP
+                EXIT WHEN b.message_count > len - from_ord
+                       OR b.bodies <> array_to_string(bodies[from_ord + 1:from_ord + b.message_count], ',');
+                from_ord := from_ord + b.message_count;
+                ranges := coalesce(ranges, '{}'::int8multirange)
+                          + int8multirange(int8range(b.first_pos, b.first_pos + b.message_count));
+            END LOOP;
         END IF;
     END IF;
-    INSERT INTO sandbox_persist.conversation_messages (thread_id, hash, body)
-    SELECT DISTINCT ON (u.h) thread, u.h, u.b
-      FROM unnest(bodies[from_ord + 1:], hashes[from_ord + 1:]) AS u(b, h)
-    ON CONFLICT (thread_id, hash) DO NOTHING;
-    INSERT INTO sandbox_persist.conversation_log (thread_id, pos, message_id)
-    SELECT thread, log_end + u.i - 1, c.message_id
-      FROM unnest(hashes[from_ord + 1:]) WITH ORDINALITY AS u(h, i)
-      JOIN sandbox_persist.conversation_messages c ON c.thread_id = thread AND c.hash = u.h;
+    IF len > from_ord THEN
+        INSERT INTO sandbox_persist.conversation_blocks (thread_id, first_pos, message_count, bodies)
+        VALUES (thread, log_end, len - from_ord, array_to_string(bodies[from_ord + 1:], ','));
+    END IF;
     block := int8range(log_end, log_end + len - from_ord);
     ranges := coalesce(ranges, '{}'::int8multirange) + int8multirange(block);
     UPDATE sandbox_persist.checkpoint_threads t SET conv_log_end = log_end + len - from_ord
@@ -526,6 +537,9 @@ DECLARE
     created float8;
     src sandbox_persist.checkpoints;
     keys text[];
+    conv text;
+    n bigint;
+    log_end bigint;
 BEGIN
     PERFORM check_keys(input, ARRAY['sourceThreadId', 'sourceCheckpointId', 'destinationThreadId',
                                     'destinationCheckpointId', 'createdAt', 'writer'], 'input', 'SP008');
@@ -567,21 +581,28 @@ BEGIN
          WHERE r.checkpoint_id = src_id AND r.blob_key = ANY (keys)) <> cardinality(keys) THEN
         RAISE EXCEPTION 'the source references are incomplete' USING ERRCODE = 'SP008';
     END IF;
-    -- the source's conversation, read from its log ranges; the root gets its own copy
+    -- the source's conversation, read once from the blocks of its log ranges:
+    -- the destination's transcript and the root's own copy, one block at the
+    -- end of the destination's log with the source's length and digest
+    SELECT coalesce(sum(b.message_count), 0), string_agg(b.bodies, ',' ORDER BY b.first_pos)
+      INTO n, conv
+      FROM sandbox_persist.conversation_blocks b
+     WHERE b.thread_id = src.thread_id AND b.first_pos >= lower(src.conv_ranges)
+       AND b.first_pos < upper(src.conv_ranges) AND b.first_pos <@ src.conv_ranges;
     INSERT INTO sandbox_persist.messages (thread_id, transcript, updated_at)
-    SELECT dst_thread, ('[' || coalesce(string_agg(m.body, ',' ORDER BY l.pos), '') || ']')::json, now_ms()
-      FROM unnest(src.conv_ranges) AS r(rg)
-      JOIN sandbox_persist.conversation_log l
-        ON l.thread_id = src.thread_id AND l.pos >= lower(r.rg) AND l.pos < upper(r.rg)
-      JOIN sandbox_persist.conversation_messages m ON m.message_id = l.message_id;
+    VALUES (dst_thread, ('[' || coalesce(conv, '') || ']')::json, now_ms());
+    SELECT t.conv_log_end INTO log_end FROM sandbox_persist.checkpoint_threads t WHERE t.thread_id = dst_thread;
+    IF n > 0 THEN
+        INSERT INTO sandbox_persist.conversation_blocks (thread_id, first_pos, message_count, bodies)
+        VALUES (dst_thread, log_end, n, conv);
+    END IF;
     INSERT INTO sandbox_persist.checkpoints (checkpoint_id, thread_id, parent_id, created_at, reason, files,
                 artifacts, conv_ranges, conv_block, conv_len, conv_digest)
-    SELECT dst_id, dst_thread, NULL, created, 'fork-root', src.files, src.artifacts,
-           v.ranges, v.block, v.len, v.digest
-      FROM store_conversation(dst_thread, NULL,
-                              (SELECT transcript FROM sandbox_persist.messages WHERE thread_id = dst_thread)) v;
+    VALUES (dst_id, dst_thread, NULL, created, 'fork-root', src.files, src.artifacts,
+            int8multirange(int8range(log_end, log_end + n)), int8range(log_end, log_end + n),
+            src.conv_len, src.conv_digest);
     INSERT INTO sandbox_persist.checkpoint_blob_refs (checkpoint_id, blob_key) SELECT dst_id, k FROM unnest(keys) k;
-    UPDATE sandbox_persist.checkpoint_threads SET head_id = dst_id WHERE thread_id = dst_thread;
+    UPDATE sandbox_persist.checkpoint_threads SET head_id = dst_id, conv_log_end = log_end + n WHERE thread_id = dst_thread;
     RETURN json_build_object('checkpoint', json_build_object('id', dst_id, 'threadId', dst_thread,
         'parentCheckpointId', NULL, 'createdAt', created, 'reason', 'fork-root', 'files', src.files,
         'conversation', (SELECT transcript FROM sandbox_persist.messages WHERE thread_id = dst_thread),

@@ -19,7 +19,8 @@
 #     2000, K = 10, 100, 1000 (QUICK: N = 400, K = 10, 100);
 #   * catalog growth / final transcript bytes after 200 and 1000 automatic
 #     checkpoints growing by 2 messages each (QUICK: 50 and 200);
-#   * identity values drawn over the latter.
+#   * over the latter, the conversation blocks stored (one per append that
+#     added messages) and the messages they hold (each message once).
 # The transcript handed to an append is built in the server before the clock
 # starts, so both sides are timed on the append alone.
 #
@@ -175,29 +176,28 @@ for n in $SIZES; do
     printf 'fact\tcheckpoint_append %s messages: time at %s checkpoints / at %s\t%s\n' "$n" "$last" "$first" "$flat"
 done
 
-# --- storage and identity values -------------------------------------------
+# --- storage and conversation blocks ---------------------------------------
 for k in $GROWTH; do
     fresh_db
     log "storage: $k automatic checkpoints growing by 2 messages"
-    read -r ours0 base0 seq0 <<<"$(db -F ' ' -c "SELECT bench_bytes('ours'), bench_bytes('plain'),
-        coalesce((SELECT last_value FROM pg_sequences WHERE schemaname = 'sandbox_persist'
-                   AND sequencename LIKE 'conversation_messages%'), 0)")"
+    read -r ours0 base0 <<<"$(db -F ' ' -c "SELECT bench_bytes('ours'), bench_bytes('plain')")"
     # transcript_len(i) = n * i / k with n = 2k: two messages per checkpoint
     db -c "CALL bench_run('{ours,plain}', 't-storage', 1, $k, $((2 * k)), $k, $((k + 1)))"
-    read -r ours1 base1 seq1 final <<<"$(db -F ' ' -c "SELECT bench_bytes('ours'), bench_bytes('plain'),
-        coalesce((SELECT last_value FROM pg_sequences WHERE schemaname = 'sandbox_persist'
-                   AND sequencename LIKE 'conversation_messages%'), 0),
+    read -r ours1 base1 final <<<"$(db -F ' ' -c "SELECT bench_bytes('ours'), bench_bytes('plain'),
         octet_length(bench_transcript($((2 * k)))::text)")"
-    stored=$(db -c "SELECT count(*) FROM sandbox_persist.conversation_messages")
+    # every append extends its parent's conversation: one block of its two new messages
+    read -r blocks messages <<<"$(db -F ' ' -c "SELECT count(*), coalesce(sum(message_count), 0)
+        FROM sandbox_persist.conversation_blocks")"
     og=$(awk -v a="$ours1" -v b="$ours0" -v f="$final" 'BEGIN { printf "%.2f", (a - b) / f }')
     bg=$(awk -v a="$base1" -v b="$base0" -v f="$final" 'BEGIN { printf "%.2f", (a - b) / f }')
     printf 'row\tstorage\t%s automatic checkpoints, transcript of %s messages\tx transcript\t%s\tplain append-only tables\t%s\t%s\tlower\n' \
         "$k" "$((2 * k))" "$og" "$bg" "$(ratio "$og" "$bg")"
     printf 'series\tcheckpoint_storage\tsandbox_persist\t%s\t%s\n' "$k" "$og"
     printf 'series\tcheckpoint_storage\tplain append-only\t%s\t%s\n' "$k" "$bg"
-    drawn=$((seq1 - seq0))
-    printf 'row\tidentity values\t%s automatic checkpoints, transcript of %s messages\tvalues drawn\t%s\tone per stored message\t%s\t%s\tlower\n' \
-        "$k" "$((2 * k))" "$drawn" "$stored" "$(ratio "$drawn" "$stored")"
+    printf 'row\tconversation blocks\t%s automatic checkpoints, transcript of %s messages\tmessages stored\t%s\tone per transcript message\t%s\t%s\tlower\n' \
+        "$k" "$((2 * k))" "$messages" "$((2 * k))" "$(ratio "$messages" "$((2 * k))")"
+    printf 'row\tconversation blocks\t%s automatic checkpoints, transcript of %s messages\tblocks stored\t%s\tone per checkpoint\t%s\t%s\tlower\n' \
+        "$k" "$((2 * k))" "$blocks" "$k" "$(ratio "$blocks" "$k")"
     printf 'fact\tfinal transcript bytes after %s checkpoints\t%s\n' "$k" "$final"
 done
 printf 'plot\tcheckpoint_storage\tcatalog growth / final transcript bytes\tautomatic checkpoints\tx transcript\t1\n'

@@ -176,6 +176,8 @@ done < <(qk large -c "SELECT c.relname, n.rows, pg_total_relation_size(c.oid), i
              FROM pg_index x JOIN pg_class ci ON ci.oid = x.indexrelid
             WHERE x.indrelid = c.oid ORDER BY 2 DESC LIMIT 1) i
  WHERE c.relkind = 'r' AND n.rows >= 10000 * ${SCALE[large]} ORDER BY c.relname")
+# a conversation block holds the messages of one append: per message too
+echo -e "fact\tstorage_bytes_per_conversation_message\t$(qk large -c "SELECT round(pg_total_relation_size('sandbox_persist.conversation_blocks') / sum(message_count)) FROM sandbox_persist.conversation_blocks")"
 
 # -------------------------------------------------------------- hot calls
 CALLS=(instance_get instance_upsert run_get run_update run_create_or_resume checkpoint_get checkpoint_cycle

@@ -29,12 +29,18 @@ bench_db sp_bench_scaling
 q >/dev/null <<'SQL'
 CREATE SCHEMA bench_floor;
 CREATE TABLE bench_floor.kv (k text COLLATE "C" PRIMARY KEY, v text);
--- the six messages every loaded checkpoint's conversation names (through its
--- thread's conversation log, filled by grow)
-INSERT INTO sandbox_persist.conversation_messages (thread_id, hash, body)
-SELECT 'scale-thread', sha256(convert_to(b, 'UTF8')), b
-  FROM (SELECT format('{"id":"m%s","role":"user","parts":[{"type":"text","content":"%s"}]}', i, repeat('lorem ipsum ', 20)) AS b
-          FROM generate_series(1, 6) i) s;
+-- the six messages every loaded checkpoint's conversation holds, appended
+-- once through the API as one block of 'scale-thread' (so its text is
+-- compressed as the API compresses it); grow copies that block into each
+-- checkpoint thread's log
+SELECT sandbox_persist.checkpoint_append(json_build_object(
+         'checkpoint', json_build_object('id', 'scale-template', 'threadId', 'scale-thread', 'createdAt', 0,
+                                         'reason', 'automatic', 'files', '[]'::json, 'artifacts', '[]'::json),
+         'expectedHeadId', NULL, 'writer', w),
+       (SELECT json_agg(format('{"id":"m%s","role":"user","parts":[{"type":"text","content":"%s"}]}', i, repeat('lorem ipsum ', 20))::json
+                        ORDER BY i) FROM generate_series(1, 6) i)),
+       sandbox_persist.checkpoint_release_writer(w)
+  FROM (SELECT sandbox_persist.checkpoint_acquire_writer('scale-thread') AS w) s;
 -- the log the reads page through
 SELECT sandbox_persist.event_log_close('scale-log');
 SQL
@@ -50,12 +56,11 @@ INSERT INTO bench_floor.kv SELECT 'inst-' || i, 'sbx-' || i FROM generate_series
 INSERT INTO sandbox_persist.runs (run_id, thread_id, status, started_at, changed_at)
 SELECT 'run-' || i, 'thread-' || (i / 10), 'running', 1767225600000 + i, 1767225600000 + i
   FROM generate_series($a, $b) i;
--- each checkpoint thread's conversation log: the six messages at positions 0-5
-INSERT INTO sandbox_persist.conversation_log (thread_id, pos, message_id)
-SELECT 'scale-thread-' || t, m.ord - 1, m.message_id
+-- each checkpoint thread's conversation log: one block, the six messages at positions 0-5
+INSERT INTO sandbox_persist.conversation_blocks (thread_id, first_pos, message_count, bodies)
+SELECT 'scale-thread-' || t, 0, b.message_count, b.bodies
   FROM generate_series($a / 100, $b / 100) t,
-       (SELECT message_id, row_number() OVER (ORDER BY message_id) AS ord
-          FROM sandbox_persist.conversation_messages WHERE thread_id = 'scale-thread') m
+       (SELECT message_count, bodies FROM sandbox_persist.conversation_blocks WHERE thread_id = 'scale-thread') b
 ON CONFLICT DO NOTHING;
 INSERT INTO sandbox_persist.checkpoints (checkpoint_id, thread_id, parent_id, created_at, reason, files, artifacts,
                                          conv_ranges, conv_block, conv_len, conv_digest)

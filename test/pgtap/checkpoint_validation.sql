@@ -59,7 +59,7 @@ CREATE FUNCTION pg_temp.state() RETURNS text LANGUAGE sql AS $$
         'refs=' || sandbox_persist.checkpoint_list_blob_references()::text,
         'leases=' || coalesce((SELECT string_agg(r::text, ';' ORDER BY r.thread_id)
                                  FROM sandbox_persist.checkpoint_threads r), ''),
-        'messages=' || (SELECT count(*) FROM sandbox_persist.conversation_messages))
+        'positions=' || (SELECT coalesce(sum(message_count), 0) FROM sandbox_persist.conversation_blocks))
 $$;
 
 -- A call that must fail: its code ('SPnnn NAME', or a bare SQLSTATE for

@@ -3,7 +3,7 @@
 -- (docs/contract/maintenance.md, action A11, cases M25.x).
 -- Run with: pg_prove -d <db> test/pgtap/conversations.sql (needs allow_test_reset).
 BEGIN;
-SELECT plan(41);
+SELECT plan(46);
 SELECT sandbox_persist._reset_for_tests();
 
 ------------------------------------------------------------------------------
@@ -41,15 +41,12 @@ CREATE FUNCTION pg_temp.conv(id text) RETURNS text[] LANGUAGE sql AS $$
       FROM json_array_elements(sandbox_persist.checkpoint_get(id)->'conversation') WITH ORDINALITY AS t(e, n)
 $$;
 
+-- The log positions a thread's blocks hold, and its block rows.
 CREATE FUNCTION pg_temp.positions(thread text) RETURNS bigint LANGUAGE sql AS $$
-    SELECT count(*) FROM sandbox_persist.conversation_log WHERE thread_id = thread
+    SELECT coalesce(sum(message_count), 0) FROM sandbox_persist.conversation_blocks WHERE thread_id = thread
 $$;
-CREATE FUNCTION pg_temp.bodies(thread text) RETURNS bigint LANGUAGE sql AS $$
-    SELECT count(*) FROM sandbox_persist.conversation_messages WHERE thread_id = thread
-$$;
-CREATE FUNCTION pg_temp.msg_seq() RETURNS bigint LANGUAGE sql AS $$
-    SELECT coalesce(last_value, 0) FROM pg_sequences
-     WHERE schemaname = 'sandbox_persist' AND sequencename LIKE 'conversation_messages%'
+CREATE FUNCTION pg_temp.blocks(thread text) RETURNS bigint LANGUAGE sql AS $$
+    SELECT count(*) FROM sandbox_persist.conversation_blocks WHERE thread_id = thread
 $$;
 CREATE FUNCTION pg_temp.ranges(id text) RETURNS text LANGUAGE sql AS $$
     SELECT conv_ranges::text || ' block ' || conv_block::text FROM sandbox_persist.checkpoints
@@ -66,7 +63,6 @@ $$;
 -- CV1-CV2: an append that extends its parent's transcript stores only the tail.
 ------------------------------------------------------------------------------
 SELECT pg_temp.append('t', 'c1', pg_temp.msgs(3));
-SELECT pg_temp.msg_seq() AS seq_before \gset
 SELECT pg_temp.append('t', 'c2', pg_temp.msgs(5));
 SELECT is(pg_temp.positions('t'), 5::bigint,
     'CV1.1 the second automatic checkpoint logs only its 2 new messages (5 positions, not 8)');
@@ -76,24 +72,30 @@ SELECT is(pg_temp.conv('c2'), (SELECT array_agg(e::text) FROM json_array_element
     'CV1.3 it reads back every message, in order');
 SELECT is(pg_temp.conv('c1'), (SELECT array_agg(e::text) FROM json_array_elements(pg_temp.msgs(3)::json) e),
     'CV1.4 the parent still reads back its 3 messages');
-SELECT is(pg_temp.msg_seq() - :seq_before, 2::bigint,
-    'CV2.1 the identity sequence advanced once per new message (2), not per message passed (5)');
+SELECT is(pg_temp.blocks('t'), 2::bigint,
+    'CV2.1 the 2 new messages are one row, as the parent''s 3 are: a row per append, not per message');
 SELECT pg_temp.append('t', 'c3', pg_temp.msgs(5));
 SELECT is(pg_temp.positions('t'), 5::bigint, 'CV2.2 the same transcript again logs nothing');
 SELECT is(pg_temp.ranges('c3'), '{[0,5)} block empty', 'CV2.3 and appends an empty block');
-SELECT is(pg_temp.msg_seq() - :seq_before, 2::bigint, 'CV2.4 and draws no identity value');
+SELECT is(pg_temp.blocks('t'), 2::bigint, 'CV2.4 and stores no row');
 
 ------------------------------------------------------------------------------
 -- CV3-CV6: transcripts that do not extend the parent's get a block of their own.
 ------------------------------------------------------------------------------
 SELECT pg_temp.append('t', 'c4', pg_temp.msgs(4));
-SELECT is(pg_temp.ranges('c4'), '{[5,9)} block [5,9)',
-    'CV3.1 a shorter transcript (the last message dropped) is not an extension: a block of its own');
+SELECT is(pg_temp.ranges('c4'), '{[0,3),[5,6)} block [5,6)',
+    'CV3.1 a shorter transcript (the last message dropped) is not an extension: it keeps the parent''s first block, which it repeats whole, and stores the 4th message in a block of its own');
 SELECT is(pg_temp.conv('c4'), (SELECT array_agg(e::text) FROM json_array_elements(pg_temp.msgs(4)::json) e),
     'CV3.2 it reads back exactly');
-SELECT is(pg_temp.bodies('t'), 5::bigint, 'CV3.3 its messages are still stored once per thread (5 bodies)');
+SELECT is(pg_temp.blocks('t') || ' rows, ' || pg_temp.positions('t') || ' positions', '3 rows, 6 positions',
+    'CV3.3 only that message is stored again');
+SELECT pg_temp.append('t', 'c4b', pg_temp.msgs(3));
+SELECT is(pg_temp.ranges('c4b') || ', ' || pg_temp.blocks('t') || ' rows', '{[0,3)} block empty, 3 rows',
+    'CV3.4 a transcript that is exactly the parent''s first block stores nothing');
+SELECT is(pg_temp.conv('c4b'), (SELECT array_agg(e::text) FROM json_array_elements(pg_temp.msgs(3)::json) e),
+    'CV3.5 and reads back exactly');
 SELECT pg_temp.append('t', 'c5', replace(pg_temp.msgs(5), '"m1 ', '"M1 '));
-SELECT is(pg_temp.ranges('c5'), '{[9,14)} block [9,14)',
+SELECT is(pg_temp.ranges('c5'), '{[6,11)} block [6,11)',
     'CV4.1 a transcript whose first message changed is not an extension');
 SELECT is((pg_temp.conv('c5'))[1], format('{"role":"user","content":"M1 %s"}', repeat('x', 60)),
     'CV4.2 it reads back with the changed message');
@@ -101,9 +103,9 @@ SELECT pg_temp.append('t', 'c6', '[{"a":1}]');
 SELECT pg_temp.append('t', 'c7', '[{"a": 1},{"b":2}]');
 SELECT is(pg_temp.conv('c7'), ARRAY['{"a": 1}', '{"b":2}'],
     'CV5.1 a message differing from the parent''s only in its bytes (a space) is kept byte for byte');
-SELECT is(pg_temp.ranges('c7'), '{[15,17)} block [15,17)', 'CV5.2 it is not taken for an extension');
+SELECT is(pg_temp.ranges('c7'), '{[12,14)} block [12,14)', 'CV5.2 it is not taken for an extension, nor for the parent''s block');
 SELECT pg_temp.append('t', 'c8', E'[ {"a": 1} ,\n\t{"b":2}  , "\\u005d ],[" ]');
-SELECT is(pg_temp.ranges('c8'), '{[15,18)} block [17,18)',
+SELECT is(pg_temp.ranges('c8'), '{[12,15)} block [14,15)',
     'CV6.1 whitespace between elements is not part of a message: still an extension');
 SELECT is(pg_temp.conv('c8'), ARRAY['{"a": 1}', '{"b":2}', '"\u005d ],["'],
     'CV6.2 a string holding an escape, brackets and a comma is one message, kept exactly');
@@ -130,14 +132,34 @@ SELECT is(json_array_length(sandbox_persist.checkpoint_list('chain')), 40, 'CV7.
 SELECT sandbox_persist.checkpoint_fork_from_checkpoint(json_build_object(
     'sourceThreadId', 'chain', 'sourceCheckpointId', 'k3', 'destinationThreadId', 'fork',
     'destinationCheckpointId', 'f1', 'createdAt', 2, 'writer', pg_temp.writer('fork')));
-SELECT is(pg_temp.bodies('fork'), 3::bigint, 'CV8.1 the destination thread holds its own 3 message bodies');
+SELECT is(pg_temp.blocks('fork') || ' row, ' || pg_temp.positions('fork') || ' positions', '1 row, 3 positions',
+    'CV8.1 the destination thread holds its own copy of the 3 messages, in one row');
 SELECT is(pg_temp.ranges('f1'), '{[0,3)} block [0,3)', 'CV8.2 the fork root''s conversation is its own block');
 SELECT is(pg_temp.conv('f1'), pg_temp.conv('k3'), 'CV8.3 it reads back the source''s conversation');
 SELECT pg_temp.append('fork', 'f2', pg_temp.msgs(4));
 SELECT is(pg_temp.ranges('f2'), '{[0,4)} block [3,4)', 'CV8.4 appends on the fork root extend it');
 
 ------------------------------------------------------------------------------
--- M25: A11 collects the positions of deleted heads, then unreferenced messages.
+-- CV9: a block is one compressed row; a conversation reads one row per block.
+------------------------------------------------------------------------------
+SELECT pg_temp.append('z', 'z1', pg_temp.msgs(2, 'z'));
+SELECT is((SELECT array_agg(pg_column_compression(bodies) || ' ' || (pg_column_size(bodies) < octet_length(bodies))
+                            ORDER BY thread_id, first_pos)
+             FROM sandbox_persist.conversation_blocks WHERE first_pos = 0 AND thread_id IN ('t', 'z')),
+    ARRAY['lz4 true', 'lz4 true'],
+    'CV9.1 a block of a few short messages (well under the 2 kB at which the server compresses) is stored compressed, the session''s first block too');
+SELECT is(pg_temp.conv('z1'), (SELECT array_agg(e::text) FROM json_array_elements(pg_temp.msgs(2, 'z')::json) e),
+    'CV9.2 and reads back exactly');
+CREATE FUNCTION pg_temp.block_rows_read() RETURNS bigint LANGUAGE sql AS $$
+    SELECT idx_tup_fetch FROM pg_stat_xact_user_tables WHERE relid = 'sandbox_persist.conversation_blocks'::regclass
+$$;
+SELECT pg_temp.block_rows_read() AS reads_before \gset
+SELECT sandbox_persist.checkpoint_get('c2') IS NOT NULL;
+SELECT is(pg_temp.block_rows_read() - :reads_before, 2::bigint,
+    'CV9.3 reading c2 (5 messages, appended as 3 then 2) fetches its 2 block rows');
+
+------------------------------------------------------------------------------
+-- M25: A11 deletes the blocks of deleted heads.
 ------------------------------------------------------------------------------
 SELECT pg_temp.append('g', 'g1', '["keep", "shared"]');
 SELECT pg_temp.append('g', 'g2', '["keep", "shared", "gone-1", "shared", "gone-2"]');
@@ -151,24 +173,30 @@ SELECT is((SELECT block::text FROM sandbox_persist.conversation_garbage WHERE th
 SELECT sandbox_persist.maintain(1000) AS m25 \gset
 SELECT is((:'m25'::jsonb)->'conversationPositionsDeleted', '3'::jsonb,
     'M25.4 maintain deletes the 3 positions of the deleted head');
-SELECT is((:'m25'::jsonb)->'conversationMessagesDeleted', '2'::jsonb,
-    'M25.5 and the 2 messages only they named; "shared" is still named by g1 and kept');
-SELECT is(pg_temp.bodies('g'), 2::bigint, 'M25.6 two bodies are left');
+SELECT is((:'m25'::jsonb)->'conversationMessagesDeleted', '3'::jsonb,
+    'M25.5 and the 3 messages its block held (a block holds its own copy of "shared")');
+SELECT is(pg_temp.blocks('g') || ' row, ' || pg_temp.positions('g') || ' positions', '1 row, 2 positions',
+    'M25.6 g1''s block is left');
 SELECT is(sandbox_persist.checkpoint_list('g')::text, :'g_list', 'M25.7 the remaining checkpoint reads back identically');
 SELECT is((SELECT count(*) FROM sandbox_persist.conversation_garbage), 0::bigint, 'M25.8 the queue is empty');
 SELECT pg_temp.append('g', 'g3', '["keep", "shared", "gone-1"]');
 SELECT is(pg_temp.conv('g3'), ARRAY['"keep"', '"shared"', '"gone-1"'],
     'M25.9 a collected message appended again is stored again and reads back');
 
--- max_rows bounds the positions per call; repeated calls converge.
+-- max_rows bounds the queued blocks per call; repeated calls converge.
 SELECT pg_temp.append('b', 'b1', pg_temp.msgs(5, 'b'));
+SELECT pg_temp.append('b', 'b2', pg_temp.msgs(6, 'b'));
+SELECT pg_temp.append('b', 'b3', pg_temp.msgs(7, 'b'));
 SELECT pg_temp.delete_head('b');
-SELECT is((sandbox_persist.maintain(2)->>'conversationPositionsDeleted')::int, 2,
-    'M25.10 maintain(2) deletes exactly 2 positions');
-SELECT is((sandbox_persist.maintain(2)->>'conversationPositionsDeleted')::int, 2, 'M25.11 then 2 more');
-SELECT is((sandbox_persist.maintain(2)->>'conversationPositionsDeleted')::int, 1, 'M25.12 then the last one');
-SELECT is((SELECT count(*) FROM sandbox_persist.conversation_garbage) + pg_temp.positions('b') + pg_temp.bodies('b'),
-    0::bigint, 'M25.13 the queue, the positions and the bodies of the thread are all gone');
+SELECT pg_temp.delete_head('b');
+SELECT pg_temp.delete_head('b');
+SELECT sandbox_persist.maintain(2)->>'conversationPositionsDeleted' AS m25_10 \gset
+SELECT is(:'m25_10' || ' positions, ' || (SELECT count(*) FROM sandbox_persist.conversation_garbage) || ' queued',
+    '6 positions, 1 queued', 'M25.10 maintain(2) deletes exactly 2 blocks (5 + 1 positions), the first in log order');
+SELECT is((sandbox_persist.maintain(2)->>'conversationPositionsDeleted')::int, 1, 'M25.11 then the last one');
+SELECT is(pg_temp.blocks('b'), 0::bigint, 'M25.12 no block of the thread is left');
+SELECT is((SELECT count(*) FROM sandbox_persist.conversation_garbage) + pg_temp.positions('b'),
+    0::bigint, 'M25.13 the queue and the positions of the thread are all gone');
 SELECT is(sandbox_persist.maintain(2)->>'conversationPositionsDeleted', '0', 'M25.14 a further call finds nothing');
 
 SELECT * FROM finish();

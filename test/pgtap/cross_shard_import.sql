@@ -7,7 +7,7 @@
 -- Cases: XF1 (F1 through the import), XF3-XF10 (F3-F10 with the source given
 -- as data), XS3 (S3), XB1-XB3 (blobs on the destination), XM1-XM9 (moves).
 BEGIN;
-SELECT plan(75);
+SELECT plan(78);
 SELECT sandbox_persist._reset_for_tests();
 
 -- 'SQLSTATE CODE_NAME' of the error a statement raises ('no error' if none).
@@ -291,8 +291,8 @@ CREATE TEMP TABLE t22_digests ON COMMIT DROP AS
      GROUP BY l.run_id, l.tail_digest;
 SELECT is(sandbox_persist._thread_drop('src')::text, '{"dropped" : true}', 'XM6 drop');
 SELECT is(pg_temp.owned('src'), 0::bigint, 'XM6 the source copy is gone');
-SELECT is((SELECT count(*) FROM sandbox_persist.conversation_messages WHERE thread_id = 'src'), 0::bigint,
-          'XM6 with its conversation messages');
+SELECT is((SELECT count(*) FROM sandbox_persist.conversation_blocks WHERE thread_id = 'src'), 0::bigint,
+          'XM6 with its conversation');
 SELECT is((SELECT count(*) FROM sandbox_persist.event_logs WHERE run_id = 'run-m1')
           + (SELECT count(*) FROM sandbox_persist.event_log_entries), 0::bigint,
           'XM6 and the event logs of its runs');
@@ -310,6 +310,33 @@ SELECT is(pg_temp.sp($$SELECT sandbox_persist._thread_import('src', 1, (SELECT d
           'SP015 SANDBOX_SNAPSHOT_FORK_BLOB_MISSING', 'XM8 import without a referenced blob is SP015');
 SELECT is(pg_temp.owned('src'), 0::bigint, 'XM8 and imports nothing');
 SELECT sandbox_persist.blob_put(pg_temp.fk('beta'), convert_to('beta', 'UTF8'));
+-- XM11: a document a 0.4.0 shard exported names a message per log position;
+-- it imports into the same blocks (tried in a savepoint, then undone)
+CREATE TEMP TABLE doc_040 AS
+SELECT json_object_agg(k.key, k.value) AS d FROM doc, LATERAL (
+    SELECT key, value FROM json_each(doc.d) WHERE key <> 'conversationBlocks'
+    UNION ALL
+    SELECT 'conversationMessages', coalesce(json_agg(json_build_object(
+               'messageId', (blk.v->>0)::bigint + e.k - 1, 'hash', '', 'body', e.m::text)), '[]')
+      FROM json_array_elements(doc.d->'conversationBlocks') AS blk(v),
+           json_array_elements(('[' || (blk.v->>2) || ']')::json) WITH ORDINALITY AS e(m, k)
+    UNION ALL
+    SELECT 'conversationLog', coalesce(json_agg(json_build_array(p, p)), '[]')
+      FROM json_array_elements(doc.d->'conversationBlocks') AS blk(v),
+           generate_series((blk.v->>0)::bigint, (blk.v->>0)::bigint + (blk.v->>1)::bigint - 1) AS p) k;
+SELECT ok((SELECT json_array_length(d->'conversationBlocks') > 0 FROM doc)
+          AND (SELECT d->'conversationBlocks' IS NULL AND json_array_length(d->'conversationLog') > 0 FROM doc_040),
+          'XM11 the move carries conversation blocks; the 0.4.0 form carries positions instead');
+SAVEPOINT xm11;
+SELECT sandbox_persist._thread_import('src', 1, (SELECT d FROM doc_040))::text
+       = '{"imported" : true, "alreadyImported" : false}' AS xm11_imported \gset
+SELECT pg_temp.reads_all() = (SELECT r FROM src_before) AS xm11_reads,
+       (SELECT jsonb_agg(jsonb_build_array(first_pos, message_count, bodies) ORDER BY first_pos)
+          FROM sandbox_persist.conversation_blocks WHERE thread_id = 'src')
+         = (SELECT (d->'conversationBlocks')::jsonb FROM doc) AS xm11_blocks \gset
+ROLLBACK TO SAVEPOINT xm11;
+SELECT ok(:'xm11_imported' AND :'xm11_reads', 'XM11 a 0.4.0 export imports, and every read is as before the move');
+SELECT ok(:'xm11_blocks', 'XM11 into the blocks the 0.5.0 export names');
 SELECT is(sandbox_persist._thread_import('src', 1, (SELECT d FROM doc))::text,
           '{"imported" : true, "alreadyImported" : false}', 'XM8 import');
 SELECT is(pg_temp.reads_all(), (SELECT r FROM src_before), 'XM8 every read is as before the move');

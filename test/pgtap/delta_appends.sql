@@ -78,8 +78,9 @@ $$;
 CREATE FUNCTION pg_temp.state(thread text) RETURNS text LANGUAGE sql AS $$
     SELECT coalesce(t.head_id, '-') || ' end ' || t.conv_log_end
            || ' ckpts ' || (SELECT count(*) FROM sandbox_persist.checkpoints c WHERE c.thread_id = thread)
-           || ' pos ' || (SELECT count(*) FROM sandbox_persist.conversation_log l WHERE l.thread_id = thread)
-           || ' msgs ' || (SELECT count(*) FROM sandbox_persist.conversation_messages m WHERE m.thread_id = thread)
+           || ' pos ' || (SELECT coalesce(sum(b.message_count), 0) FROM sandbox_persist.conversation_blocks b
+                           WHERE b.thread_id = thread)
+           || ' blocks ' || (SELECT count(*) FROM sandbox_persist.conversation_blocks b WHERE b.thread_id = thread)
       FROM sandbox_persist.checkpoint_threads t WHERE t.thread_id = thread
 $$;
 

@@ -782,7 +782,7 @@ $$;
 CREATE FUNCTION pg_temp.m23_tables() RETURNS text LANGUAGE sql AS $$
     SELECT string_agg(t || ':' || pg_temp.rows_of(t), E'\n' ORDER BY t)
     FROM unnest(ARRAY['messages', 'checkpoints', 'checkpoint_threads', 'checkpoint_blob_refs',
-                      'conversation_messages', 'interrupts', 'metadata', 'artifacts', 'generation_runs']) AS t
+                      'conversation_blocks', 'interrupts', 'metadata', 'artifacts', 'generation_runs']) AS t
 $$;
 SELECT pg_temp.m23_reads() AS m23_reads, pg_temp.m23_tables() AS m23_tables \gset
 SET LOCAL sandbox_persist.run_retention = '1s';

@@ -248,7 +248,7 @@ SELECT is((SELECT response::text FROM sandbox_persist.interrupts WHERE interrupt
 SELECT lives_ok(format('SELECT sandbox_persist.checkpoint_append(%L::json, json_build_array(pg_temp.deep_object(100)))',
         format('{"checkpoint":%s,"expectedHeadId":"1","writer":%s}', pg_temp.cp('2', '1'), pg_temp.w())),
     'issue 9 defect 3: a conversation message 100 objects deep is accepted');
-SELECT is((SELECT body FROM sandbox_persist.conversation_messages WHERE body LIKE '{"k" : {"k"%'),
+SELECT is((SELECT bodies FROM sandbox_persist.conversation_blocks WHERE bodies LIKE '{"k" : {"k"%'),
     pg_temp.deep_object(100)::text, 'issue 9 defect 3: the 100-deep conversation message is stored byte for byte');
 SELECT lives_ok($$SELECT sandbox_persist.checkpoint_fork_from_checkpoint(json_build_object(
         'sourceThreadId', 'thread-a', 'sourceCheckpointId', '2', 'destinationThreadId', 'thread-b',

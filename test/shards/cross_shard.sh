@@ -363,8 +363,8 @@ check "XS4 ... and it lives on shard 1 now" "0 1" \
     "$(S0 "SELECT count(*) FROM sandbox_persist.event_logs WHERE run_id = 'm4-run'") $(S1 "SELECT count(*) FROM sandbox_persist.event_logs WHERE run_id = 'm4-run'")"
 check "XS4 the placement points at shard 1" "1" "$(R "SELECT shard FROM sandbox_persist.thread_placement WHERE thread_id = '$M4'")"
 check "XS4 the source copy is gone" "0" "$(owned S0 "$M4")"
-check "XS4 no conversation messages left on the source" "0" \
-    "$(S0 "SELECT count(*) FROM sandbox_persist.conversation_messages WHERE thread_id = '$M4'")"
+check "XS4 no conversation blocks left on the source" "0" \
+    "$(S0 "SELECT count(*) FROM sandbox_persist.conversation_blocks WHERE thread_id = '$M4'")"
 check "XS4 the source keeps a tombstone" "moved" "$(S0 "SELECT state FROM sandbox_persist.thread_moves WHERE thread_id = '$M4'")"
 check "XS4 the move journal is empty" "0" "$(R "SELECT count(*) FROM sandbox_persist.thread_move_journal")"
 check "XS4 the blob only shard 0 held was copied" "15" "$(S1 "SELECT sandbox_persist.blob_head('$K4')->>'size'")"
@@ -441,7 +441,7 @@ check "XS5 the fork fails when its destination dies" "1" "$(wait_bg fork5)"
 rm -f "$TMPD/holder-S1.rc"
 restart_shard1
 check "XS5 after recovery nothing half-imported: no state, no checkpoint, no references, no messages" "0|0|0|0" \
-    "$(owned S1 "$X5")|$(S1 "SELECT count(*) FROM sandbox_persist.checkpoints WHERE checkpoint_id = 'fork-x5'")|$(S1 "SELECT count(*) FROM sandbox_persist.checkpoint_blob_refs WHERE checkpoint_id = 'fork-x5'")|$(S1 "SELECT count(*) FROM sandbox_persist.conversation_messages WHERE thread_id = '$X5'")"
+    "$(owned S1 "$X5")|$(S1 "SELECT count(*) FROM sandbox_persist.checkpoints WHERE checkpoint_id = 'fork-x5'")|$(S1 "SELECT count(*) FROM sandbox_persist.checkpoint_blob_refs WHERE checkpoint_id = 'fork-x5'")|$(S1 "SELECT count(*) FROM sandbox_persist.conversation_blocks WHERE thread_id = '$X5'")"
 check "XS5 shard 1 counts equal a recount" "$(refs_norm S1)" "$(refs S1)"
 check "XS5 the retry succeeds and returns the fork root" "$(echo "$LOCRES" | sed "s/\"fork-loc\"/\"fork-x5\"/g; s/\"$LOC\"/\"$X5\"/g")" \
     "$(R "$(fork_sql x5 "$SRC" c-child "$X5" fork-x5)")"

@@ -114,7 +114,7 @@ async function langgraphTurn(turn, user, assistant) {
 const sizeA = async (sql) => Number((await poolA.query(sql)).rows[0].n)
 const OURS_SIZE = `SELECT sum(pg_total_relation_size(c.oid)) AS n FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace
   WHERE s.nspname = 'sandbox_persist' AND c.relkind = 'r'
-    AND c.relname IN ('checkpoints', 'checkpoint_threads', 'conversation_log', 'conversation_messages', 'checkpoint_blob_refs')`
+    AND c.relname IN ('checkpoints', 'checkpoint_threads', 'conversation_blocks', 'checkpoint_blob_refs')`
 const LG_SIZE = `SELECT sum(pg_total_relation_size(c.oid)) AS n FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace
   WHERE s.nspname = 'langgraph' AND c.relkind = 'r'`
 const oursBase = await sizeA(OURS_SIZE)

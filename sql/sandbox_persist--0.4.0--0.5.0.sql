@@ -19,9 +19,14 @@
 -- each. The overview view reads runs.status, so it is dropped here and
 -- created again below, with the grants a DBA gave on it carried over.
 ------------------------------------------------------------------------------
+-- The grants on the two objects this update re-creates (the overview here,
+-- run_list_reclaimable below), kept for the end of the script.
 SELECT pg_catalog.set_config('sandbox_persist_upgrade.overview_acl',
                              coalesce((SELECT relacl::text FROM pg_catalog.pg_class
-                                        WHERE oid = 'overview'::regclass), ''), true);
+                                        WHERE oid = 'overview'::regclass), ''), true),
+       pg_catalog.set_config('sandbox_persist_upgrade.reclaimable_acl',
+                             coalesce((SELECT proacl::text FROM pg_catalog.pg_proc
+                                        WHERE oid = 'run_list_reclaimable(bigint, bigint)'::regprocedure), ''), true);
 DROP VIEW overview;
 ALTER TABLE artifacts
     ALTER COLUMN name TYPE text COLLATE "C",
@@ -151,7 +156,7 @@ COMMENT ON INDEX sandbox_persist.blobs_gc IS 'The content-addressed blobs mainte
 -- producer-lost count parsed the last chunk of every closed log; A10 now
 -- records the sequence number of the chunk it wrote (lost_tail_seq), and the
 -- logs it ended before are found here once, by that same test. Checkpoint
--- leases are counted from a partial index. The backlog counts stop at 10 000
+-- leases are counted from a partial index. The backlog counts stop at 1000
 -- per action, so a large backlog costs a scrape no more than a small one.
 -- The library refuses maintain() and _maintenance_backlog() on an older
 -- schema (MAINT_LAYOUT_SINCE).
@@ -338,11 +343,8 @@ COMMENT ON TABLE sandbox_persist.attention IS 'Watchdog items maintenance curren
 -- run_list_reclaimable with a limit (issue 31 item 5): a reaper that works in
 -- batches reads only what it takes. Left out (NULL), max_rows keeps the
 -- contract's listReclaimable (every reclaimable run). The grants given on the
--- two-argument function are given on the new one below.
+-- two-argument function (kept at the top) are given on the new one below.
 ------------------------------------------------------------------------------
-SELECT pg_catalog.set_config('sandbox_persist_upgrade.reclaimable_acl',
-                             coalesce((SELECT proacl::text FROM pg_catalog.pg_proc
-                                        WHERE oid = 'run_list_reclaimable(bigint, bigint)'::regprocedure), ''), true);
 DROP FUNCTION run_list_reclaimable(bigint, bigint);
 CREATE FUNCTION sandbox_persist.run_list_reclaimable(caller_now_ms bigint, ttl_ms bigint, max_rows integer DEFAULT NULL::integer) RETURNS json
     LANGUAGE c STABLE SECURITY DEFINER
@@ -385,7 +387,7 @@ CREATE VIEW sandbox_persist.overview AS
     sandbox_persist._row_count('blobs'::text) AS blobs,
     (sandbox_persist._row_count('blob_raw_bytes'::text))::numeric AS blob_raw_bytes,
     sandbox_persist._row_count('blob_stored_bytes'::text) AS blob_stored_bytes,
-    sandbox_persist._blobs_awaiting_gc(NULL::bigint, 10000) AS blobs_awaiting_gc,
+    sandbox_persist._blobs_awaiting_gc(NULL::bigint, 1000) AS blobs_awaiting_gc,
     ( SELECT count(*) AS count
            FROM sandbox_persist.blob_uploads) AS uploads_open,
     (( SELECT count(*) AS count
@@ -448,7 +450,7 @@ COMMENT ON COLUMN sandbox_persist.overview.blob_raw_bytes IS 'Total size of the 
 
 COMMENT ON COLUMN sandbox_persist.overview.blob_stored_bytes IS 'Bytes the blob chunks (those of uploads in progress included) and inline objects take in storage, after compression; kept as a counter (row_counts).';
 
-COMMENT ON COLUMN sandbox_persist.overview.blobs_awaiting_gc IS 'Content-addressed blobs no checkpoint or artifact references, within their grace or past it: maintenance deletes them once past sandbox_persist.blob_gc_grace. Counted among the oldest 10000 blobs maintenance has yet to look at and the oldest 10000 queued keys, so a lower bound when more wait.';
+COMMENT ON COLUMN sandbox_persist.overview.blobs_awaiting_gc IS 'Content-addressed blobs no checkpoint or artifact references, within their grace or past it: maintenance deletes them once past sandbox_persist.blob_gc_grace. Counted among the oldest 1000 blobs maintenance has yet to look at and the oldest 1000 queued keys, so a lower bound when more wait.';
 
 COMMENT ON COLUMN sandbox_persist.overview.uploads_open IS 'Streamed uploads begun and not yet committed or aborted.';
 

@@ -2163,7 +2163,7 @@ CREATE VIEW sandbox_persist.overview AS
     sandbox_persist._row_count('blobs'::text) AS blobs,
     (sandbox_persist._row_count('blob_raw_bytes'::text))::numeric AS blob_raw_bytes,
     sandbox_persist._row_count('blob_stored_bytes'::text) AS blob_stored_bytes,
-    sandbox_persist._blobs_awaiting_gc(NULL::bigint, 10000) AS blobs_awaiting_gc,
+    sandbox_persist._blobs_awaiting_gc(NULL::bigint, 1000) AS blobs_awaiting_gc,
     ( SELECT count(*) AS count
            FROM sandbox_persist.blob_uploads) AS uploads_open,
     (( SELECT count(*) AS count
@@ -2226,7 +2226,7 @@ COMMENT ON COLUMN sandbox_persist.overview.blob_raw_bytes IS 'Total size of the 
 
 COMMENT ON COLUMN sandbox_persist.overview.blob_stored_bytes IS 'Bytes the blob chunks (those of uploads in progress included) and inline objects take in storage, after compression; kept as a counter (row_counts).';
 
-COMMENT ON COLUMN sandbox_persist.overview.blobs_awaiting_gc IS 'Content-addressed blobs no checkpoint or artifact references, within their grace or past it: maintenance deletes them once past sandbox_persist.blob_gc_grace. Counted among the oldest 10000 blobs maintenance has yet to look at and the oldest 10000 queued keys, so a lower bound when more wait.';
+COMMENT ON COLUMN sandbox_persist.overview.blobs_awaiting_gc IS 'Content-addressed blobs no checkpoint or artifact references, within their grace or past it: maintenance deletes them once past sandbox_persist.blob_gc_grace. Counted among the oldest 1000 blobs maintenance has yet to look at and the oldest 1000 queued keys, so a lower bound when more wait.';
 
 COMMENT ON COLUMN sandbox_persist.overview.uploads_open IS 'Streamed uploads begun and not yet committed or aborted.';
 

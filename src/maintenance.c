@@ -55,7 +55,7 @@ PG_FUNCTION_INFO_V1(_maintenance_backlog);
  * A backlog is counted up to this many rows per action (docs/monitoring.md):
  * the count then says "at least", and a scrape never reads a whole table.
  */
-#define MAINT_BACKLOG_MAX 10000
+#define MAINT_BACKLOG_MAX 1000
 
 /*
  * The most rows one statement of a collecting action takes: a call drains a
@@ -324,22 +324,23 @@ static SpQuery maint_record = {
  * read costs the same however large a backlog grows. A NULL cutoff (the
  * action is off) counts nothing.
  */
+/* The rows of `table` (with alias r) meeting `condition`, counted up to `cap`. */
+#define MAINT_CAPPED_COUNT(table, condition, cap) \
+	"(SELECT count(*) FROM (SELECT FROM sandbox_persist." table " r WHERE " condition \
+	" LIMIT " cap ") k)"
+
 static SpQuery maint_backlog = {
 	"SELECT sandbox_persist._blobs_awaiting_gc($1, $6) AS blobs,"
-	" (SELECT count(*) FROM (SELECT FROM sandbox_persist.blob_uploads WHERE " MAINT_UPLOAD_EXPIRED("$2")
-	"  LIMIT $6) k) AS uploads,"
-	" (SELECT count(*) FROM (SELECT FROM sandbox_persist.locks WHERE " MAINT_LOCK_PURGEABLE("$3")
-	"  LIMIT $6) k) AS locks,"
-	" (SELECT count(*) FROM (SELECT FROM sandbox_persist.event_logs WHERE " MAINT_LOG_DELETABLE("$4")
-	"  LIMIT $6) k) AS event_logs,"
-	" (SELECT count(*) FROM (SELECT FROM sandbox_persist.runs r WHERE " MAINT_RUN_DELETABLE_BEFORE("$5")
-	"  LIMIT $6) k) AS runs",
+	" " MAINT_CAPPED_COUNT("blob_uploads", MAINT_UPLOAD_EXPIRED("$2"), "$6") " AS uploads,"
+	" " MAINT_CAPPED_COUNT("locks", MAINT_LOCK_PURGEABLE("$3"), "$6") " AS locks,"
+	" " MAINT_CAPPED_COUNT("event_logs", MAINT_LOG_DELETABLE("$4"), "$6") " AS event_logs,"
+	" " MAINT_CAPPED_COUNT("runs", MAINT_RUN_DELETABLE_BEFORE("$5"), "$6") " AS runs",
 	6, {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID}
 };
 
 /* A11's queue: blocks of deleted checkpoints not yet collected, up to $1. */
 static SpQuery maint_backlog_conversation = {
-	"SELECT count(*) FROM (SELECT FROM sandbox_persist.conversation_garbage LIMIT $1) k",
+	"SELECT " MAINT_CAPPED_COUNT("conversation_garbage", "true", "$1"),
 	1, {INT8OID}
 };
 

@@ -234,8 +234,10 @@ BEGIN
         INSERT INTO sandbox_persist.event_log_producers (log_id, producer_id, producer_seq, first_seq, chunk_count)
         VALUES (lid, pid, pseq, tail + 1, n);
     END IF;
-    INSERT INTO sandbox_persist.event_log_entries (log_id, seq, chunk)
-    SELECT lid, tail + e.ord, e.c FROM json_array_elements(chunks) WITH ORDINALITY AS e(c, ord);
+    -- a per-entry digest (the extension chains them; the hashing work is alike)
+    INSERT INTO sandbox_persist.event_log_entries (log_id, seq, chunk, digest)
+    SELECT lid, tail + e.ord, e.c, hashtextextended(e.c::text, tail + e.ord)
+      FROM json_array_elements(chunks) WITH ORDINALITY AS e(c, ord);
     UPDATE sandbox_persist.event_logs SET tail_seq = tail + n, last_append_at = now,
            appends_after_close = appends_after_close + CASE WHEN closed THEN 1 ELSE 0 END
      WHERE log_id = lid;

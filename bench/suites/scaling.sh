@@ -69,8 +69,8 @@ SELECT 'cp-' || i, 'scale-thread-' || (i / 100), NULL, i, 'automatic',
               i, encode(sha256(convert_to(i::text, 'UTF8')), 'hex'), i)::json,
        '[]'::json, '{[0,6)}', 'empty', 6, '\\x00'::bytea
   FROM generate_series($a, $b) i;
-INSERT INTO sandbox_persist.event_log_entries (log_id, seq, chunk)
-SELECT l.log_id, i, format('{"type":"TEXT_MESSAGE_CONTENT","messageId":"msg-%s","delta":"%s"}', i / 50, repeat(md5(i::text), 3))::json
+INSERT INTO sandbox_persist.event_log_entries (log_id, seq, chunk, digest)
+SELECT l.log_id, i, format('{"type":"TEXT_MESSAGE_CONTENT","messageId":"msg-%s","delta":"%s"}', i / 50, repeat(md5(i::text), 3))::json, 0
   FROM sandbox_persist.event_logs l, generate_series($a, $b) i WHERE l.run_id = 'scale-log';
 UPDATE sandbox_persist.event_logs SET tail_seq = $b WHERE run_id = 'scale-log';
 INSERT INTO sandbox_persist.locks (lock_key, owner_token, fence, acquired_at, expires_at)

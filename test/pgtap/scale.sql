@@ -12,7 +12,7 @@
 -- Run with: pg_prove -d <db> test/pgtap/scale.sql
 -- (needs sandbox_persist.allow_test_reset and allow_client_clock on).
 BEGIN;
-SELECT plan(38);
+SELECT plan(39);
 SELECT sandbox_persist._reset_for_tests();
 SET LOCAL sandbox_persist.allow_client_clock = on;
 
@@ -106,13 +106,17 @@ SELECT pg_temp.now_ms() AS r \gset
 SELECT pg_temp.put_ca('sc3 referenced', :r - 172800000) AS sc3_k \gset
 SELECT pg_temp.put_ca('sc3 unreferenced ' || i, :r - 172800000) FROM generate_series(1, 2) i;
 SELECT sandbox_persist.checkpoint_acquire_writer('sc3-thread', 600000) AS w \gset
-SELECT sandbox_persist.checkpoint_append(json_build_object(
-           'checkpoint', json_build_object('id', 'sc3-cp', 'threadId', 'sc3-thread', 'parentCheckpointId', NULL,
-               'createdAt', 1, 'reason', 'automatic',
-               'files', json_build_array(json_build_object('path', 'a.txt', 'kind', 'file', 'blobKey', :'sc3_k',
-                                                           'size', 1)),
-               'artifacts', '[]'::json),
-           'expectedHeadId', NULL, 'writer', :'w'::json), '[]');
+-- A root checkpoint `id` of sc3-thread whose one file `path` names blob `key`.
+CREATE FUNCTION pg_temp.append_root(id text, path text, key text, writer json) RETURNS json LANGUAGE sql AS $$
+    SELECT sandbox_persist.checkpoint_append(json_build_object(
+               'checkpoint', json_build_object('id', id, 'threadId', 'sc3-thread', 'parentCheckpointId', NULL,
+                   'createdAt', 1, 'reason', 'automatic',
+                   'files', json_build_array(json_build_object('path', path, 'kind', 'file', 'blobKey', key,
+                                                               'size', 1)),
+                   'artifacts', '[]'::json),
+               'expectedHeadId', NULL, 'writer', writer), '[]')
+$$;
+SELECT pg_temp.append_root('sc3-cp', 'a.txt', :'sc3_k', :'w');
 SELECT is((SELECT count(*) FROM sandbox_persist.blobs WHERE NOT gc_settled), 3::bigint,
     'SC3.1 the new blobs wait for maintenance (blobs_gc)');
 SELECT is((sandbox_persist.maintain(1000, :r)->>'blobsDeleted')::int, 2, 'SC3.2 the two unreferenced ones are collected');
@@ -129,13 +133,7 @@ SELECT is((SELECT count(*) FROM sandbox_persist.blob_gc_queue), 0::bigint, 'SC3.
 -- Within the grace: a referenced blob is settled at once; once its reference
 -- goes it waits in blobs_gc again, kept until the grace has passed.
 SELECT pg_temp.put_ca('sc3 recent', :r - 1000) AS sc3_recent \gset
-SELECT sandbox_persist.checkpoint_append(json_build_object(
-           'checkpoint', json_build_object('id', 'sc3-cp2', 'threadId', 'sc3-thread', 'parentCheckpointId', NULL,
-               'createdAt', 2, 'reason', 'automatic',
-               'files', json_build_array(json_build_object('path', 'b.txt', 'kind', 'file', 'blobKey', :'sc3_recent',
-                                                           'size', 1)),
-               'artifacts', '[]'::json),
-           'expectedHeadId', NULL, 'writer', :'w'::json), '[]');
+SELECT pg_temp.append_root('sc3-cp2', 'b.txt', :'sc3_recent', :'w');
 SELECT sandbox_persist.maintain(1000, :r);
 SELECT is((SELECT gc_settled FROM sandbox_persist.blobs WHERE blob_key = :'sc3_recent'), true,
     'SC3.9 a referenced blob within its grace is settled too');
@@ -209,6 +207,8 @@ SET LOCAL sandbox_persist.run_retention = '1h';
 SET LOCAL sandbox_persist.maintenance_time_budget = 0;
 INSERT INTO sandbox_persist.runs (run_id, thread_id, status, started_at, changed_at, status_changed_at)
 SELECT 'sc6-' || i, 'sc6-t', 'completed', 1, 1, 1 FROM generate_series(1, 3500) i;
+SELECT is(sandbox_persist._maintenance_backlog(:r)->>'runs', '1000',
+    'SC6.0 the backlog counts them up to 1000 (at least 1000), so a scrape reads no more than that');
 SELECT is((sandbox_persist.maintain(1500, :r)->>'runsDeleted')::int, 1500,
     'SC6.1 max_rows 1500 bounds the call: 1500 of 3500 expired runs, more than one batch');
 SELECT is((sandbox_persist.maintain(NULL, :r)->>'runsDeleted')::int, 2000,

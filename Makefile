@@ -9,7 +9,7 @@
 #               database (PG* variables or CONFORMANCE_DB=URL), its data untouched
 #   make deb    Debian packages postgresql-NN-sandbox-persist into dist/deb/ (+ lintian);
 #               PG_MAJORS="15 17 18": 17 and 18 built in the trixie and sid chroots (root)
-#   make test-packaging  the .deb installed into a clean chroot, upgraded from 0.3.0's (root);
+#   make test-packaging  the .deb installed into a clean chroot, upgraded from the previous release's (root);
 #               PG_MAJORS="15 17 18" for each major on its release (default 15)
 #   make dist   the PGXN zip (git archive), the adapter's .tgz and SHA256SUMS into dist/
 #   make bench  benchmarks against baselines into bench/results/ (QUICK=1: a short run)

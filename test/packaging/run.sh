@@ -6,19 +6,20 @@
 # bookworm, 17 on trixie, 18 on sid; SANDBOX_PERSIST_PKG_SUITES).
 #
 #   1. make deb's packages for that major (PG_MAJORS=NN scripts/deb.sh: 17 and
-#      18 are built in the matrix's trixie and sid chroots): this tree's (0.4.0)
-#      and the previous release's, built from git: the parent of the commit
-#      "0.4.0 opens" (0.3.0), with today's debian/ laid over it (scripts/deb.sh REF)
+#      18 are built in the matrix's trixie and sid chroots): this tree's (its
+#      default_version, NEW below) and the previous release's (OLD), built from
+#      git: the parent of the commit "NEW opens", with today's debian/ laid over
+#      it (scripts/deb.sh REF)
 #   2. a clean chroot: debootstrap --variant=minbase <release> once, cached in
 #      /var/cache/sandbox_persist/chroots/<release>-clean (scripts/chroots.sh;
 #      SANDBOX_PERSIST_PKG_CHROOT overrides bookworm's) and never changed
 #      afterwards; each run works in a fresh copy of it, removed at the end
-#   3. PK1 `apt-get install ./postgresql-NN-sandbox-persist_0.3.0-1_amd64.deb`
+#   3. PK1 `apt-get install ./postgresql-NN-sandbox-persist_OLD-1_amd64.deb`
 #      pulls in the server (and pg_cron, recommended) and no compiler, make or
-#      server headers; a cluster starts; CREATE EXTENSION gives 0.3.0
-#   4. PK2 data written at 0.3.0; `apt-get install` of the 0.4.0 .deb upgrades
-#      the package, the server restarts, `ALTER EXTENSION sandbox_persist
-#      UPDATE` reaches 0.4.0 and every record reads back as before
+#      server headers; a cluster starts; CREATE EXTENSION gives OLD
+#   4. PK2 data written at OLD; `apt-get install` of NEW's .deb upgrades the
+#      package, the server restarts, `ALTER EXTENSION sandbox_persist UPDATE`
+#      reaches NEW and every record reads back as before
 #   5. PK3 scripts/conformance.sh (superuser) passes against the upgraded
 #      database (pg_cron created there), and PK4 against a fresh CREATE
 #      EXTENSION of the package (no pg_cron: maintenance.sql skipped, saying so)
@@ -59,8 +60,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-v040=$(git log --format=%H --grep='^0.4.0 opens' -n 1)
-[ -n "$v040" ] || { echo "packaging: no commit '0.4.0 opens' in the history" >&2; exit 1; }
+# NEW: this tree's version; OLD: the one the commit "NEW opens" started from.
+control_version() { sed -n "s/^default_version = '\(.*\)'$/\1/p"; }
+NEW=$(control_version <sandbox_persist.control)
+opened=$(git log --format=%H --grep="^$NEW opens" -n 1)
+[ -n "$opened" ] || { echo "packaging: no commit '$NEW opens' in the history" >&2; exit 1; }
+OLD=$(git show "$opened^:sandbox_persist.control" | control_version)
+[ -n "$NEW" ] && [ -n "$OLD" ] || { echo "packaging: no default_version in sandbox_persist.control" >&2; exit 1; }
 conf_line() { grep '^summary: conformance:' "$1" | sed 's/^summary: conformance: //'; }
 in_chroot() { chroot "$work" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 "$@"; }
 sql() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
@@ -85,17 +91,17 @@ test_major() {
     echo "== packaging: PostgreSQL $M on $rel"
 
     # 1. The packages.
-    if ! PG_MAJORS=$M SANDBOX_PERSIST_DEB_OUT=$out/deb bash scripts/deb.sh "$v040^" >"$out/deb-$M-0.3.0.log" 2>&1; then
-        cat "$out/deb-$M-0.3.0.log"; fail "$tag building 0.3.0's package"; return
+    if ! PG_MAJORS=$M SANDBOX_PERSIST_DEB_OUT=$out/deb bash scripts/deb.sh "$opened^" >"$out/deb-$M-$OLD.log" 2>&1; then
+        cat "$out/deb-$M-$OLD.log"; fail "$tag building $OLD's package"; return
     fi
-    if ! PG_MAJORS=$M SANDBOX_PERSIST_DEB_OUT=$out/deb bash scripts/deb.sh >"$out/deb-$M-0.4.0.log" 2>&1; then
-        cat "$out/deb-$M-0.4.0.log"; fail "$tag building this tree's package"; return
+    if ! PG_MAJORS=$M SANDBOX_PERSIST_DEB_OUT=$out/deb bash scripts/deb.sh >"$out/deb-$M-$NEW.log" 2>&1; then
+        cat "$out/deb-$M-$NEW.log"; fail "$tag building this tree's package"; return
     fi
-    old_deb=$(ls "$out"/deb/postgresql-"$M"-sandbox-persist_0.3.0-*_*.deb)
-    new_deb=$(ls "$out"/deb/postgresql-"$M"-sandbox-persist_0.4.0-*_*.deb)
+    old_deb=$(ls "$out"/deb/postgresql-"$M"-sandbox-persist_"$OLD"-*_*.deb)
+    new_deb=$(ls "$out"/deb/postgresql-"$M"-sandbox-persist_"$NEW"-*_*.deb)
     for f in "$old_deb" "$new_deb"; do printf '  %s %s bytes\n' "$(basename "$f")" "$(stat -c %s "$f")"; done
     # lintian's report on this tree's package, as make deb printed it.
-    sed -n '/^deb: lintian/,$p' "$out/deb-$M-0.4.0.log" | grep -v '^deb: ' | sed 's/^ */  lintian: /'
+    sed -n '/^deb: lintian/,$p' "$out/deb-$M-$NEW.log" | grep -v '^deb: ' | sed 's/^ */  lintian: /'
 
     # 2. The clean chroot, copied.
     base=$CHROOTS/$rel-clean
@@ -113,12 +119,12 @@ test_major() {
     mount_chroot "$work" || { fail "$tag mounting /proc, /dev/shm, /dev/pts in the chroot"; stop_work; return; }
     cp "$old_deb" "$new_deb" "$work/tmp/"
 
-    # 3. PK1: install 0.3.0's package.
+    # 3. PK1: install OLD's package.
     in_chroot apt-get update -q >"$out/apt-$M.log" 2>&1 || { tail "$out/apt-$M.log"; fail "$tag apt-get update in the chroot"; }
     if in_chroot apt-get install -y -q "./tmp/$(basename "$old_deb")" >>"$out/apt-$M.log" 2>&1; then
         echo "ok - PK1.1 $tag apt-get install ./$(basename "$old_deb") into a clean $rel"
     else
-        tail -n 20 "$out/apt-$M.log"; fail "PK1.1 $tag apt-get install of the 0.3.0 package"
+        tail -n 20 "$out/apt-$M.log"; fail "PK1.1 $tag apt-get install of the $OLD package"
     fi
     # pgTAP for the conformance run (a test tool, on the server side only).
     in_chroot apt-get install -y -q --no-install-recommends "postgresql-$M-pgtap" >>"$out/apt-$M.log" 2>&1 \
@@ -141,11 +147,11 @@ CONF
     pgctl start || { cat "$work/tmp/spdata/server.log"; fail "PK1.4 $tag the cluster starts"; }
     export PGHOST=$work/tmp/spsock PGPORT=$PORT PGUSER=postgres PGDATABASE=postgres
     v=$(sql -c "CREATE EXTENSION sandbox_persist" -c "SELECT extversion FROM pg_extension WHERE extname = 'sandbox_persist'" 2>&1)
-    [ "$v" = 0.3.0 ] && echo "ok - PK1.4 $tag the cluster starts and CREATE EXTENSION sandbox_persist gives 0.3.0" \
-        || fail "PK1.4 $tag CREATE EXTENSION from the 0.3.0 package ($v)"
+    [ "$v" = "$OLD" ] && echo "ok - PK1.4 $tag the cluster starts and CREATE EXTENSION sandbox_persist gives $OLD" \
+        || fail "PK1.4 $tag CREATE EXTENSION from the $OLD package ($v)"
 
-    # 4. PK2: data at 0.3.0, the package upgraded, ALTER EXTENSION ... UPDATE.
-    sql >/dev/null <<'SQL' || fail "PK2 $tag writing data at 0.3.0"
+    # 4. PK2: data at OLD, the package upgraded, ALTER EXTENSION ... UPDATE.
+    sql >/dev/null <<'SQL' || fail "PK2 $tag writing data at $OLD"
 SELECT sandbox_persist.instance_upsert('{"key":"pk-1","provider":"fake","providerSandboxId":"sb-1","latestSnapshotId":"s1","threadId":"pk-t","latestRunId":"r1","updatedAt":7}');
 SELECT sandbox_persist.message_save_thread('pk-t', '[{"id":"m1","role":"user","parts":[{"type":"text","content":"kept across the upgrade"}]}]');
 SELECT sandbox_persist.metadata_set('pk', 'k', '{"v":[1,2,3]}');
@@ -163,7 +169,7 @@ SQL
     fi
     pgctl restart || fail "PK2.2 $tag the cluster restarts on the new package"
     v=$(sql -c "ALTER EXTENSION sandbox_persist UPDATE" -c "SELECT extversion FROM pg_extension WHERE extname = 'sandbox_persist'" 2>&1)
-    [ "$v" = 0.4.0 ] && echo "ok - PK2.2 $tag ALTER EXTENSION sandbox_persist UPDATE reaches 0.4.0" || fail "PK2.2 $tag ALTER EXTENSION UPDATE ($v)"
+    [ "$v" = "$NEW" ] && echo "ok - PK2.2 $tag ALTER EXTENSION sandbox_persist UPDATE reaches $NEW" || fail "PK2.2 $tag ALTER EXTENSION UPDATE ($v)"
     after=$(sql -c "$reads" 2>&1)
     if [ -n "$before" ] && [ "$before" = "$after" ] && [[ "$before" == *"kept across the upgrade"* ]]; then
         echo "ok - PK2.3 $tag every record reads back as before the upgrade"

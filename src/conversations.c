@@ -9,8 +9,9 @@
  * conversation is a set of ranges of the log made of whole blocks (its
  * parent's plus its own), so it reads in as many rows as it has blocks. An
  * append whose transcript extends the parent's (same digest over the
- * parent's length) stores only the new tail; any other transcript gets a
- * block of its own. A delta append (checkpoint_append_delta) ships only the
+ * parent's length) stores only the new tail; any other keeps the parent's
+ * leading blocks it repeats exactly and stores the rest as a block of its
+ * own. A delta append (checkpoint_append_delta) ships only the
  * tail with a claim (length, digest) about the parent's conversation: the
  * claim is checked against the parent's stored conv_len and conv_digest, and
  * the digest is a chain over the message hashes so the new one costs the
@@ -344,10 +345,10 @@ ConvEmptyDigest(uint8 *out)
 }
 
 /*
- * Hash messages from..n-1 and chain them onto *chain (the digest of messages 0..from-1, updated in
- * place); when from <= prefix_len <= n, also the digest of the first
- * prefix_len messages into prefix. One pass over the bytes: the chain only
- * sees the 32-byte message hashes.
+ * Hash messages from..n-1 and chain them onto *chain (the digest of
+ * messages 0..from-1, updated in place); when from <= prefix_len <= n, also
+ * the digest of the first prefix_len messages into prefix. One pass over the
+ * bytes: the chain only sees the 32-byte message hashes.
  */
 static void
 ConvHashAll(const ConvMessages *msgs, int from, int prefix_len, uint8 *prefix,

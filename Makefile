@@ -52,6 +52,12 @@ OBJS = \
 	src/locks.o \
 	src/takeovers.o \
 	src/event_log.o \
+	src/streams.o \
+	src/stream_create.o \
+	src/stream_bodies.o \
+	src/stream_offsets.o \
+	src/stream_reads.o \
+	src/stream_purge.o \
 	src/row_counts.o \
 	src/maintenance.o \
 	src/maintenance_health.o

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Write clients/node/src/error_codes.ts, the Node adapter's SQLSTATE table,
 # from the error table of src/errors.h (SP_ERROR_TABLE: SQLSTATE, code name,
-# hint). The C compiler expands the table (test/scripts/vocabulary_dump.c), so
+# hint) and its HTTP status table (SP_HTTP_STATUS_TABLE: SQLSTATE, status). The C compiler expands the table (test/scripts/vocabulary_dump.c), so
 # the file holds exactly what the extension is built with.
 #
 #   bash scripts/gen_error_codes.sh            rewrite the file in the tree
@@ -46,6 +46,15 @@ export type SpSqlState = keyof typeof SP_ERRORS
 
 /** The contract code name of a class-SP error. */
 export type SpCodeName = (typeof SP_ERRORS)[SpSqlState]['code']
+
+/**
+ * The HTTP status the durable streams server answers for a SQLSTATE
+ * (SP_HTTP_STATUS_TABLE in src/errors.h, docs/contract/streams.md §5); a
+ * SQLSTATE missing here has no status of its own.
+ */
+export const HTTP_STATUS: Record<string, number> = {
 TAIL
+    awk -F'\t' '$1 == "http_status" { printf "  \047%s\047: %s,\n", $2, $3 }' "$work/c.tsv"
+    echo '}'
 } >"$work/out.ts"
 mv "$work/out.ts" "$out"

@@ -1710,6 +1710,46 @@ $$;
 
 COMMENT ON FUNCTION sandbox_persist.schedule_maintenance(schedule text, max_rows integer) IS 'Administration: registers maintain(max_rows) as the pg_cron job sandbox_persist_maintenance on the given cron schedule and returns its job id. Runs as its caller; needs pg_cron in this database.';
 
+-- function stream_append(text, text, bytea, json, bigint)
+CREATE FUNCTION sandbox_persist.stream_append(path text, content_type text, body bytea, options json DEFAULT NULL::json, now_ms bigint DEFAULT NULL::bigint) RETURNS json
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'stream_append';
+
+COMMENT ON FUNCTION sandbox_persist.stream_append(path text, content_type text, body bytea, options json, now_ms bigint) IS 'Durable stream append (docs/contract/streams.md §4): one body as one entry (a JSON body flattened one level), and/or close; options {close, producerId, producerEpoch, producerSeq, streamSeq}; returns json {outcome: appended|duplicate|closed, streamId, nextOffset, closed, producerEpoch?, producerSeq?} and notifies sandbox_persist_stream.';
+
+-- function stream_create(text, text, json, bytea, bigint)
+CREATE FUNCTION sandbox_persist.stream_create(path text, content_type text, options json DEFAULT NULL::json, body bytea DEFAULT NULL::bytea, now_ms bigint DEFAULT NULL::bigint) RETURNS json
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'stream_create';
+
+COMMENT ON FUNCTION sandbox_persist.stream_create(path text, content_type text, options json, body bytea, now_ms bigint) IS 'Durable stream create (docs/contract/streams.md §4): a stream at path, or a fork of another (options forkedFrom, forkOffset, forkSubOffset) that copies no entries, with an optional first body; options also ttlSeconds, expiresAt, closed. Returns json {created, streamId, contentType, nextOffset, closed, ttlSeconds?, expiresAt?}; created is false when an identical stream exists.';
+
+-- function stream_delete(text, bigint)
+CREATE FUNCTION sandbox_persist.stream_delete(path text, now_ms bigint DEFAULT NULL::bigint) RETURNS json
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'stream_delete';
+
+COMMENT ON FUNCTION sandbox_persist.stream_delete(path text, now_ms bigint) IS 'Durable stream delete (docs/contract/streams.md §4): soft-deleted (410, path blocked) while forks read through it, else detached for maintain() (A13) to purge; returns json {softDeleted}.';
+
+-- function stream_head(text, text, bigint)
+CREATE FUNCTION sandbox_persist.stream_head(path text, producer_id text DEFAULT NULL::text, now_ms bigint DEFAULT NULL::bigint) RETURNS json
+    LANGUAGE c STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'stream_head';
+
+COMMENT ON FUNCTION sandbox_persist.stream_head(path text, producer_id text, now_ms bigint) IS 'Durable stream head (docs/contract/streams.md §4): json {streamId, contentType, nextOffset, closed, ttlSeconds?, expiresAt?, producer?: {epoch, lastSeq}}; does not renew the TTL.';
+
+-- function stream_read(text, text, integer, bigint)
+CREATE FUNCTION sandbox_persist.stream_read(path text, "offset" text DEFAULT '-1'::text, max_bytes integer DEFAULT 1048576, now_ms bigint DEFAULT NULL::bigint, OUT meta json, OUT body bytea) RETURNS record
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'stream_read';
+
+COMMENT ON FUNCTION sandbox_persist.stream_read(path text, "offset" text, max_bytes integer, now_ms bigint, OUT meta json, OUT body bytea) IS 'Durable stream read (docs/contract/streams.md §4): whole entries from offset (-1, now or one the stream issued; SP708 otherwise) up to max_bytes, at least one, through the fork chain; meta {streamId, contentType, startOffset, nextOffset, upToDate, closed, ttlSeconds?, expiresAt?}, body the bytes (a JSON array for JSON streams). Renews a sliding TTL.';
+
 -- function unschedule_maintenance()
 CREATE FUNCTION sandbox_persist.unschedule_maintenance() RETURNS boolean
     LANGUAGE plpgsql
@@ -2277,6 +2317,72 @@ ALTER TABLE sandbox_persist.runs ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTI
     CACHE 1
 );
 
+-- table stream_entries
+CREATE TABLE sandbox_persist.stream_entries (
+    stream_id bigint NOT NULL,
+    seq bigint NOT NULL,
+    epoch bigint NOT NULL,
+    message_count integer NOT NULL,
+    data bytea NOT NULL,
+    CONSTRAINT stream_entries_message_count_check CHECK ((message_count > 0))
+);
+
+COMMENT ON TABLE sandbox_persist.stream_entries IS 'Durable stream entries, one per append, numbered densely from 1 per stream (a fork''s from its fork point): the body''s bytes, or for a JSON stream its messages'' exact text joined by commas; epoch is the high half of the offset after it.';
+
+-- table stream_producers
+CREATE TABLE sandbox_persist.stream_producers (
+    stream_id bigint NOT NULL,
+    producer_id text NOT NULL COLLATE pg_catalog."C",
+    epoch bigint NOT NULL,
+    last_seq bigint NOT NULL
+);
+
+COMMENT ON TABLE sandbox_persist.stream_producers IS 'Idempotent producers of each durable stream: the epoch a producer declared and the last sequence number appended in it.';
+
+-- table streams
+CREATE TABLE sandbox_persist.streams (
+    stream_id bigint NOT NULL,
+    path text COLLATE pg_catalog."C",
+    content_type text NOT NULL COLLATE pg_catalog."C",
+    json_mode boolean NOT NULL,
+    ttl_seconds bigint,
+    expires_at bigint,
+    created_at bigint NOT NULL,
+    touched_at bigint NOT NULL,
+    closed_at bigint,
+    closed_producer text COLLATE pg_catalog."C",
+    closed_epoch bigint,
+    closed_seq bigint,
+    tail_seq bigint DEFAULT 0 NOT NULL,
+    tail_epoch bigint DEFAULT 0 NOT NULL,
+    stream_seq text COLLATE pg_catalog."C",
+    source_id bigint,
+    fork_seq bigint,
+    fork_offset text COLLATE pg_catalog."C",
+    fork_sub_offset bigint,
+    fork_count bigint DEFAULT 0 NOT NULL,
+    deleted_at bigint,
+    CONSTRAINT streams_ttl_or_expiry CHECK (((ttl_seconds IS NULL) OR (expires_at IS NULL)))
+);
+
+COMMENT ON TABLE sandbox_persist.streams IS 'Durable streams (docs/contract/streams.md): one row per stream, with its content type, TTL or expiry, tail offset, closed state and closing producer tuple, last Stream-Seq, fork source and fork point, the count of forks reading through it and its soft delete.';
+
+COMMENT ON COLUMN sandbox_persist.streams.path IS 'The stream''s path while it is visible or soft-deleted (a soft-deleted path stays taken); NULL once detached, for maintain() (A13) to purge.';
+
+COMMENT ON COLUMN sandbox_persist.streams.touched_at IS 'The last read or write (ms), for the sliding TTL; a read rewrites it at most once per ttl_seconds * 1000 / 16 ms, at most 60 s apart.';
+
+COMMENT ON COLUMN sandbox_persist.streams.fork_count IS 'How many forks read through this stream; a delete while it is positive is a soft delete.';
+
+-- sequence streams_stream_id_seq
+ALTER TABLE sandbox_persist.streams ALTER COLUMN stream_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME sandbox_persist.streams_stream_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 -- table thread_moves
 CREATE TABLE sandbox_persist.thread_moves (
     thread_id text NOT NULL COLLATE pg_catalog."C",
@@ -2429,6 +2535,22 @@ ALTER TABLE ONLY sandbox_persist.row_counts
 ALTER TABLE ONLY sandbox_persist.runs
     ADD CONSTRAINT runs_pkey PRIMARY KEY (run_id);
 
+-- constraint stream_entries stream_entries_pkey
+ALTER TABLE ONLY sandbox_persist.stream_entries
+    ADD CONSTRAINT stream_entries_pkey PRIMARY KEY (stream_id, seq);
+
+-- constraint stream_producers stream_producers_pkey
+ALTER TABLE ONLY sandbox_persist.stream_producers
+    ADD CONSTRAINT stream_producers_pkey PRIMARY KEY (stream_id, producer_id);
+
+-- constraint streams streams_pkey
+ALTER TABLE ONLY sandbox_persist.streams
+    ADD CONSTRAINT streams_pkey PRIMARY KEY (stream_id);
+
+-- constraint streams streams_path_key
+ALTER TABLE ONLY sandbox_persist.streams
+    ADD CONSTRAINT streams_path_key UNIQUE (path);
+
 -- constraint thread_moves thread_moves_pkey
 ALTER TABLE ONLY sandbox_persist.thread_moves
     ADD CONSTRAINT thread_moves_pkey PRIMARY KEY (thread_id);
@@ -2523,6 +2645,21 @@ CREATE INDEX runs_terminal ON sandbox_persist.runs USING btree (status_changed_a
 
 -- index runs_thread_started
 CREATE INDEX runs_thread_started ON sandbox_persist.runs USING btree (thread_id, started_at, seq);
+
+-- index streams_detached
+CREATE INDEX streams_detached ON sandbox_persist.streams USING btree (stream_id) WHERE (path IS NULL);
+
+COMMENT ON INDEX sandbox_persist.streams_detached IS 'The detached streams (deleted or expired, no fork reading through them): maintain() (A13) purges their entries, producers and rows.';
+
+-- index streams_expires
+CREATE INDEX streams_expires ON sandbox_persist.streams USING btree (expires_at) WHERE ((expires_at IS NOT NULL) AND (path IS NOT NULL) AND (deleted_at IS NULL));
+
+COMMENT ON INDEX sandbox_persist.streams_expires IS 'The live streams with an absolute expiry, soonest first: maintain() (A13) finds the expired ones without reading every stream.';
+
+-- index streams_ttl
+CREATE INDEX streams_ttl ON sandbox_persist.streams USING btree (touched_at) WHERE ((ttl_seconds IS NOT NULL) AND (path IS NOT NULL) AND (deleted_at IS NULL));
+
+COMMENT ON INDEX sandbox_persist.streams_ttl IS 'The live streams with a sliding TTL, least recently touched first: maintain() (A13) finds the expired ones among them.';
 
 -- trigger event_logs event_log_write_guard
 CREATE TRIGGER event_log_write_guard BEFORE INSERT OR UPDATE ON sandbox_persist.event_logs FOR EACH ROW EXECUTE FUNCTION sandbox_persist._thread_write_guard('run');
@@ -2622,6 +2759,10 @@ SELECT pg_catalog.pg_extension_config_dump('thread_moves', '');
 SELECT pg_catalog.pg_extension_config_dump('maintenance_schedule', '');
 SELECT pg_catalog.pg_extension_config_dump('lease_takeovers', '');
 SELECT pg_catalog.pg_extension_config_dump('blob_gc_queue', '');
+SELECT pg_catalog.pg_extension_config_dump('streams', '');
+SELECT pg_catalog.pg_extension_config_dump('stream_entries', '');
+SELECT pg_catalog.pg_extension_config_dump('stream_producers', '');
+SELECT pg_catalog.pg_extension_config_dump('streams_stream_id_seq', '');
 -- row_counts is emptied by _reset_for_tests() but dumps no row: the triggers
 -- rebuild it while a restore loads the counted tables.
 SELECT pg_catalog.pg_extension_config_dump('row_counts', 'WHERE false');

@@ -92,12 +92,13 @@
 	"'^(" SP_CONTENT_FILES_PREFIX "|" SP_CONTENT_ARTIFACTS_PREFIX ")" \
 	SP_SQL_CONTENT_HEX_CLASS "{" SP_STRINGIFY(SP_CONTENT_HASH_HEX_LEN) "}$'"
 
-/* ---- NOTIFY channels (docs/contract/locks.md, event-log.md, maintenance.md) ---- */
+/* ---- NOTIFY channels (docs/contract/locks.md, event-log.md, maintenance.md, streams.md) ---- */
 
 #define SP_CHANNEL_LOCK "sandbox_persist_lock"	/* payload: MD5 of the lock key */
 #define SP_CHANNEL_EVENT_LOG "sandbox_persist_event_log"	/* payload: the log id [entries] */
 #define SP_CHANNEL_ATTENTION "sandbox_persist_attention"	/* payload: {kind, runId} */
 #define SP_CHANNEL_REAPER "sandbox_persist_reaper"	/* payload: {detached, due} */
+#define SP_CHANNEL_STREAM "sandbox_persist_stream"	/* payload: the stream id */
 
 /*
  * The longest NOTIFY payload sent, in bytes with its terminating NUL: below

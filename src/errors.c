@@ -73,10 +73,34 @@ errdetail_sp(SpErrorCode code, const char *fmt,...)
 	return errdetail_internal("%s", buf.data);
 }
 
+typedef struct SpHttpStatus
+{
+	const char *sqlstate;
+	int			status;
+} SpHttpStatus;
+
+#define SP_HTTP_ENTRY(sqlstate, status) {sqlstate, status},
+
+/* Expanded from SP_HTTP_STATUS_TABLE: the HTTP status of a SQLSTATE. */
+static const SpHttpStatus sp_http_statuses[] = {
+	SP_HTTP_STATUS_TABLE(SP_HTTP_ENTRY)
+};
+
+/* The HTTP status of a SQLSTATE, or 0 when the table has none. */
+static int
+SpHttpStatusOf(const char *sqlstate)
+{
+	for (int i = 0; i < lengthof(sp_http_statuses); i++)
+		if (strcmp(sp_http_statuses[i].sqlstate, sqlstate) == 0)
+			return sp_http_statuses[i].status;
+	return 0;
+}
+
 /*
  * error_codes(): the error table as a json array of {sqlstate, codeName,
- * hint}, for clients other than the Node adapter and for the tests, which map
- * a SQLSTATE to its code name through it.
+ * hint, httpStatus?}, for clients other than the Node adapter and for the
+ * tests, which map a SQLSTATE to its code name through it. httpStatus is
+ * present where SP_HTTP_STATUS_TABLE has one.
  */
 Datum
 error_codes(PG_FUNCTION_ARGS)
@@ -98,6 +122,8 @@ error_codes(PG_FUNCTION_ARGS)
 			escape_json(&buf, sp_errors[i].hint);
 		else
 			appendStringInfoString(&buf, "null");
+		if (SpHttpStatusOf(sp_errors[i].sqlstate) != 0)
+			appendStringInfo(&buf, ",\"httpStatus\":%d", SpHttpStatusOf(sp_errors[i].sqlstate));
 		appendStringInfoChar(&buf, '}');
 	}
 	appendStringInfoChar(&buf, ']');

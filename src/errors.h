@@ -50,8 +50,35 @@
 	X(SP_EVENT_LOG_FENCE_STALE, "SP404", "EVENT_LOG_FENCE_STALE", "A newer producer fenced this log: stop producing to it.") \
 	X(SP_EVENT_LOG_OFFSET_DIVERGED, "SP405", "EVENT_LOG_OFFSET_DIVERGED", "Replay the stream from the start (-1), or report it as broken.") /* ours: a resume token the log cannot vouch for */ \
 	X(SP_LEASE_ROW_BUSY, "SP501", "LEASE_ROW_BUSY", "Retry the call later; end the transaction that was left open holding the row.") /* ours: a lease row stayed locked past lease_row_wait; retry */ \
+	X(SP_STREAM_NOT_FOUND, "SP701", "STREAM_NOT_FOUND", "Create the stream first (stream_create), or check its path.") /* ours: durable streams (docs/contract/streams.md §5) */ \
+	X(SP_STREAM_GONE, "SP702", "STREAM_GONE", "Stop using this stream: it was deleted; its path stays taken while forks read through it.") \
+	X(SP_STREAM_CONFLICT, "SP703", "STREAM_CONFLICT", "Use the stream's own content type and parameters, or another path.") \
+	X(SP_STREAM_CLOSED, "SP704", "STREAM_CLOSED", "Stop appending: the stream is closed for good; read it to its end.") \
+	X(SP_STREAM_SEQ_CONFLICT, "SP705", "STREAM_SEQ_CONFLICT", "Send a Stream-Seq that sorts (byte-wise) after the last one accepted.") \
+	X(SP_STREAM_PRODUCER_EPOCH_STALE, "SP706", "STREAM_PRODUCER_EPOCH_STALE", "A producer with a newer epoch took over: stop producing, or restart at a higher epoch from seq 0.") \
+	X(SP_STREAM_PRODUCER_SEQ_GAP, "SP707", "STREAM_PRODUCER_SEQ_GAP", "Resend the appends from the sequence number the stream expects (stream_head gives lastSeq).") \
+	X(SP_STREAM_OFFSET_GONE, "SP708", "STREAM_OFFSET_GONE", "Read again from the start (-1) or from an offset this stream issued.") /* ours: an offset the stream did not issue, as after a failover */ \
 	X(SP_CLIENT_CLOCK_NOT_ALLOWED, "SP901", "CLIENT_CLOCK_NOT_ALLOWED", "Omit now_ms, or have a superuser turn on sandbox_persist.allow_client_clock (tests only).") \
 	X(SP_TEST_RESET_NOT_ALLOWED, "SP902", "TEST_RESET_NOT_ALLOWED", "Have a superuser turn on sandbox_persist.allow_test_reset (tests only).")
+
+/*
+ * The HTTP status of a SQLSTATE, the one home of that mapping
+ * (docs/contract/streams.md §5): X(SQLSTATE, status). error_codes() reports
+ * it as httpStatus on the rows of the codes that have one, and
+ * scripts/gen_error_codes.sh writes it into the Node adapter's HTTP_STATUS.
+ */
+#define SP_HTTP_STATUS_TABLE(X) \
+	X("SP701", 404) \
+	X("SP702", 410) \
+	X("SP703", 409) \
+	X("SP704", 409) \
+	X("SP705", 409) \
+	X("SP706", 403) \
+	X("SP707", 409) \
+	X("SP708", 410) \
+	X("22023", 400) \
+	X("22P02", 400) \
+	X("54000", 413)
 
 #define SP_ERROR_ENUM_ID(id, sqlstate, name, hint) id,
 

@@ -2,14 +2,15 @@
  * maintenance.c
  *
  * maintain(): the bounded, idempotent housekeeping pg_cron runs every minute
- * (docs/contract/maintenance.md). It does only the SAFE actions A1-A12: delete
+ * (docs/contract/maintenance.md). It does only the SAFE actions A1-A13: delete
  * unreferenced content-addressed blobs past their grace, abandoned uploads,
  * long-expired lock rows, closed logs past retention and (when enabled) old
  * terminal runs; close the logs of finished runs; end the logs whose producer
  * is gone with a terminal RUN_ERROR chunk (A10); wake the application's
  * reaper; record watchdog items; collect the conversation blocks of deleted
  * checkpoints (A11, conversations.c); and, when sandbox_persist.blob_recompress is on, rewrite
- * lz4 blobs as zstd without changing their bytes (A12, blob_recompress.c). It never changes a run, a checkpoint, a transcript, a
+ * lz4 blobs as zstd without changing their bytes (A12, blob_recompress.c); and
+ * purge expired and detached durable streams (A13, stream_purge.c). It never changes a run, a checkpoint, a transcript, a
  * head, a lease or an instance row. _maintenance_backlog() counts, with the
  * same conditions, what the collecting actions would delete (for metrics()).
  *
@@ -40,6 +41,7 @@
 #include "blobs.h"
 #include "checkpoints.h"
 #include "maintenance_health.h"
+#include "streams.h"
 
 PG_FUNCTION_INFO_V1(maintain);
 PG_FUNCTION_INFO_V1(attention_list);
@@ -628,6 +630,7 @@ maintain(PG_FUNCTION_ARGS)
 	int64		due = 0;
 	int64		messages;
 	int64		recompressed;
+	int64		streams;
 	TimestampTz started;
 	TimestampTz deadline;
 	SpArgs		args;
@@ -681,6 +684,9 @@ maintain(PG_FUNCTION_ARGS)
 	/* A12: lz4 blobs rewritten as zstd */
 	recompressed = sp_blob_recompress ? BlobRecompress(max_rows) : 0;
 
+	/* A13: expired streams leave their paths; detached streams are purged */
+	streams = StreamPurge(now, max_rows);
+
 	MaintWatchdog(now, max_rows, &fresh, &resolved);
 	RowCountsFold();
 
@@ -697,9 +703,10 @@ maintain(PG_FUNCTION_ARGS)
 					 ",\"attentionNew\":" INT64_FORMAT ",\"attentionResolved\":" INT64_FORMAT
 					 ",\"conversationPositionsDeleted\":" INT64_FORMAT
 					 ",\"conversationMessagesDeleted\":" INT64_FORMAT
-					 ",\"blobsRecompressed\":" INT64_FORMAT "}",
+					 ",\"blobsRecompressed\":" INT64_FORMAT
+					 ",\"streamsPurged\":" INT64_FORMAT "}",
 					 blobs, uploads, locks, closed, lost, logs, runs, detached, due, fresh, resolved,
-					 messages, messages, recompressed);
+					 messages, messages, recompressed, streams);
 	SpArgsInit(&args);
 	SpArgInt64(&args, now);
 	SpArgTextLen(&args, summary.data, summary.len);

@@ -78,7 +78,7 @@ $$;
 CREATE FUNCTION pg_temp.zeros() RETURNS jsonb LANGUAGE sql AS $$
     SELECT '{"blobsDeleted":0,"uploadsRemoved":0,"locksPurged":0,"logsClosed":0,"logsProducerLost":0,
              "logsDeleted":0,"runsDeleted":0,"detachedRuns":0,"dueRuns":0,"attentionNew":0,"attentionResolved":0,
-             "conversationPositionsDeleted":0,"conversationMessagesDeleted":0,"blobsRecompressed":0}'::jsonb
+             "conversationPositionsDeleted":0,"conversationMessagesDeleted":0,"blobsRecompressed":0,"streamsPurged":0}'::jsonb
 $$;
 -- zeros() with some counts replaced.
 CREATE FUNCTION pg_temp.counts(j jsonb) RETURNS jsonb LANGUAGE sql AS $$
@@ -171,8 +171,8 @@ SELECT is(sandbox_persist.maintain(1000, pg_temp.now_ms() + 3650 * :d)::jsonb, p
     'M1.5 an empty database has nothing to do ten years from now either');
 SELECT is(s.keys, ARRAY['blobsDeleted', 'uploadsRemoved', 'locksPurged', 'logsClosed', 'logsProducerLost',
         'logsDeleted', 'runsDeleted', 'detachedRuns', 'dueRuns', 'attentionNew', 'attentionResolved',
-        'conversationPositionsDeleted', 'conversationMessagesDeleted', 'blobsRecompressed'],
-    'M1.6 the answer has exactly the fourteen count keys (A11 adds conversationPositionsDeleted and conversationMessagesDeleted, A12 blobsRecompressed)')
+        'conversationPositionsDeleted', 'conversationMessagesDeleted', 'blobsRecompressed', 'streamsPurged'],
+    'M1.6 the answer has exactly the fifteen count keys (A11 adds conversationPositionsDeleted and conversationMessagesDeleted, A12 blobsRecompressed, A13 streamsPurged)')
   FROM (SELECT array_agg(k ORDER BY n) AS keys
           FROM json_object_keys(sandbox_persist.maintain()) WITH ORDINALITY AS t(k, n)) s;
 -- A database with only fresh state: nothing is eligible.

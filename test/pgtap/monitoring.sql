@@ -158,7 +158,7 @@ SELECT is(pg_temp.m('sandbox_persist_blobs_awaiting_gc'), 3::float8,
 SELECT is((sandbox_persist.maintain(1)::jsonb) - ARRAY['detachedRuns', 'dueRuns', 'attentionNew', 'attentionResolved',
                                                         'logsClosed', 'logsProducerLost'],
     '{"blobsDeleted": 1, "uploadsRemoved": 1, "locksPurged": 0, "logsDeleted": 0, "runsDeleted": 0,
-      "conversationPositionsDeleted": 0, "conversationMessagesDeleted": 0, "blobsRecompressed": 0}'::jsonb,
+      "conversationPositionsDeleted": 0, "conversationMessagesDeleted": 0, "blobsRecompressed": 0, "streamsPurged": 0}'::jsonb,
     'MON8.3 maintain(1) collects one blob and the upload');
 SELECT is(sandbox_persist._maintenance_backlog()->>'blobs', '1', 'MON8.4 one blob left in the backlog');
 SELECT sandbox_persist.maintain();

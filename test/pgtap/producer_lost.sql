@@ -53,7 +53,7 @@ SELECT ok(NOT pg_temp.closed('p1-chat'), 'P1.3 it is still open');
 SELECT is(sandbox_persist.maintain(1000, :t + :idle + 1)::jsonb - 'attentionNew',
     '{"blobsDeleted":0,"uploadsRemoved":0,"locksPurged":0,"logsClosed":0,"logsProducerLost":1,
       "logsDeleted":0,"runsDeleted":0,"detachedRuns":0,"dueRuns":0,"attentionResolved":0,
-      "conversationPositionsDeleted":0,"conversationMessagesDeleted":0,"blobsRecompressed":0}'::jsonb,
+      "conversationPositionsDeleted":0,"conversationMessagesDeleted":0,"blobsRecompressed":0,"streamsPurged":0}'::jsonb,
     'P1.4 one millisecond later maintain ends it (logsProducerLost 1, nothing else)');
 SELECT ok(pg_temp.closed('p1-chat'), 'P1.5 the log is closed');
 SELECT is(sandbox_persist.event_log_read('p1-chat', 0)::jsonb - 'entries' - 'logId',

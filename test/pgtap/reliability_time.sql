@@ -156,7 +156,7 @@ SELECT is(pg_temp.state(), :'d5_before',
 SELECT is(:'d5_m1'::jsonb - 'detachedRuns',
     '{"blobsDeleted":0,"uploadsRemoved":0,"locksPurged":0,"logsClosed":0,"logsProducerLost":0,
       "logsDeleted":0,"runsDeleted":0,"dueRuns":0,"attentionNew":0,"attentionResolved":0,
-      "conversationPositionsDeleted":0,"conversationMessagesDeleted":0,"blobsRecompressed":0}'::jsonb,
+      "conversationPositionsDeleted":0,"conversationMessagesDeleted":0,"blobsRecompressed":0,"streamsPurged":0}'::jsonb,
     'issue 9 defect 5: at a far-past clock every count is zero (nothing is due)');
 SELECT is(pg_temp.sp('SELECT sandbox_persist.maintain(1000, -9223372036854775808)'), 'no error',
     'issue 9 defect 5: maintain with now_ms = min bigint raises no overflow error');

@@ -52,7 +52,7 @@ SELECT is(
       WHERE c.relnamespace = 'sandbox_persist'::regnamespace AND c.relkind = 'S'
         AND EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
                        AND d.objid = c.oid AND d.deptype = 'i')),
-    'event_logs_log_id_seq,generation_runs_seq_seq,interrupts_seq_seq,runs_seq_seq',
+    'event_logs_log_id_seq,generation_runs_seq_seq,interrupts_seq_seq,runs_seq_seq,streams_stream_id_seq',
     'SEC5.2 the identity sequences are among them (checkpoints.seq was dropped in 0.3.0, conversation_messages in 0.5.0)');
 
 ------------------------------------------------------------------------------

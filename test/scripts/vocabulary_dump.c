@@ -1,8 +1,8 @@
 /*
  * vocabulary_dump.c
  *
- * Prints the C vocabulary of sandbox_persist (src/contract.h and the error
- * table of src/errors.h) as tab-separated lines, for test/scripts/vocabulary.sh.
+ * Prints the C vocabulary of sandbox_persist (src/contract.h, the error
+ * table and the HTTP status table of src/errors.h) as tab-separated lines, for test/scripts/vocabulary.sh.
  * The compiler expands the macros, so the test sees exactly the strings the
  * extension is built with, however the headers compose them. A plain C
  * program: no PostgreSQL headers, no locking.
@@ -18,6 +18,7 @@
 
 #define DUMP_ERROR(id, sqlstate, name, hint) printf("error\t%s\t%s\n", sqlstate, name);
 #define DUMP_ERROR_HINT(id, sqlstate, name, hint) DumpHint(sqlstate, hint);
+#define DUMP_HTTP_STATUS(sqlstate, status) printf("http_status\t%s\t%d\n", sqlstate, status);
 
 /* Print the hint of one error ("" for none). */
 static void
@@ -43,7 +44,8 @@ main(void)
 	static const char *const interrupt[] = {SP_INTERRUPT_STATUSES};
 	static const char *const prefixes[] = {SP_CONTENT_FILES_PREFIX, SP_CONTENT_ARTIFACTS_PREFIX};
 	static const char *const channels[] = {
-		SP_CHANNEL_LOCK, SP_CHANNEL_EVENT_LOG, SP_CHANNEL_ATTENTION, SP_CHANNEL_REAPER
+		SP_CHANNEL_LOCK, SP_CHANNEL_EVENT_LOG, SP_CHANNEL_ATTENTION, SP_CHANNEL_REAPER,
+		SP_CHANNEL_STREAM
 	};
 	static const char *const lock_prefixes[] = {SP_LOCK_RUN_DRIVER_PREFIX, SP_LOCK_SANDBOX_PREFIX};
 
@@ -66,5 +68,6 @@ main(void)
 	printf("notify_payload_max\t%d\n", SP_NOTIFY_PAYLOAD_MAX);
 	SP_ERROR_TABLE(DUMP_ERROR)
 	SP_ERROR_TABLE(DUMP_ERROR_HINT)
+	SP_HTTP_STATUS_TABLE(DUMP_HTTP_STATUS)
 	return 0;
 }

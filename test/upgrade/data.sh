@@ -122,8 +122,9 @@ read_all after_grant "$DB"
 # The lines the update changes on purpose: owners (and so the grantor of
 # every grant), the schema's ACL, the version; 0.3.0 drops checkpoints.seq
 # (and its identity sequence) and gives fork roots their own copy of their
-# messages, which draws identity values of conversation_messages.
-on_purpose='^R\tcatalog\t(owners and grants of relations|owners and grants of functions|schema|extension|sequence checkpoints_seq_seq|sequence conversation_messages_message_id_seq)\t'
+# messages, which draws identity values of conversation_messages; 0.5.0 adds
+# the durable streams' identity sequence.
+on_purpose='^R\tcatalog\t(owners and grants of relations|owners and grants of functions|schema|extension|sequence checkpoints_seq_seq|sequence conversation_messages_message_id_seq|sequence streams_stream_id_seq)\t'
 # What 0.4.0 adds, absent before the update: the overview's maintenance_*
 # columns and the function maintenance_health() granted to the app role; and
 # 0.5.0's max_rows of run_list_reclaimable, whose grant the update carries
@@ -154,13 +155,14 @@ read_all fresh_after_writes "$FRESH"
 # differs by history (see the header). Before 0.3.0 an append drew an
 # identity value of conversation_messages per message passed, since then per
 # new message, so that sequence's position differs by history too; and the
-# overview shows the last maintain() summary, which lacks A11's two counts
-# and A12's one when it was recorded before the update, and logsProducerLost
+# overview shows the last maintain() summary, which lacks A11's two counts,
+# A12's and A13's one when it was recorded before the update, and logsProducerLost
 # when 0.1.0's own library recorded it (release_lib.sh).
 mask() {
     sed -E -e 's/"ownerToken" *: *"[0-9a-f-]{36}"/"ownerToken":"<token>"/g' \
            -e 's/,"logsProducerLost":[0-9]+,/,/g' \
            -e 's/^(R\tcatalog\tsequence conversation_messages_message_id_seq\t).*/\1<position>/' \
+           -e 's/,"streamsPurged":[0-9]+\}/}/g' \
            -e 's/,"blobsRecompressed":[0-9]+\}/}/g' \
            -e 's/,"conversationPositionsDeleted":[0-9]+,"conversationMessagesDeleted":[0-9]+\}/}/g' "$1" \
         | grep -Pv '^R\tcatalog\tschema\t' || true

@@ -35,6 +35,14 @@ export const SP_ERRORS = {
   SP404: { code: 'EVENT_LOG_FENCE_STALE', hint: 'A newer producer fenced this log: stop producing to it.' },
   SP405: { code: 'EVENT_LOG_OFFSET_DIVERGED', hint: 'Replay the stream from the start (-1), or report it as broken.' },
   SP501: { code: 'LEASE_ROW_BUSY', hint: 'Retry the call later; end the transaction that was left open holding the row.' },
+  SP701: { code: 'STREAM_NOT_FOUND', hint: 'Create the stream first (stream_create), or check its path.' },
+  SP702: { code: 'STREAM_GONE', hint: 'Stop using this stream: it was deleted; its path stays taken while forks read through it.' },
+  SP703: { code: 'STREAM_CONFLICT', hint: 'Use the stream\'s own content type and parameters, or another path.' },
+  SP704: { code: 'STREAM_CLOSED', hint: 'Stop appending: the stream is closed for good; read it to its end.' },
+  SP705: { code: 'STREAM_SEQ_CONFLICT', hint: 'Send a Stream-Seq that sorts (byte-wise) after the last one accepted.' },
+  SP706: { code: 'STREAM_PRODUCER_EPOCH_STALE', hint: 'A producer with a newer epoch took over: stop producing, or restart at a higher epoch from seq 0.' },
+  SP707: { code: 'STREAM_PRODUCER_SEQ_GAP', hint: 'Resend the appends from the sequence number the stream expects (stream_head gives lastSeq).' },
+  SP708: { code: 'STREAM_OFFSET_GONE', hint: 'Read again from the start (-1) or from an offset this stream issued.' },
   SP901: { code: 'CLIENT_CLOCK_NOT_ALLOWED', hint: 'Omit now_ms, or have a superuser turn on sandbox_persist.allow_client_clock (tests only).' },
   SP902: { code: 'TEST_RESET_NOT_ALLOWED', hint: 'Have a superuser turn on sandbox_persist.allow_test_reset (tests only).' },
 } as const satisfies Record<string, { code: string; hint: string | undefined }>
@@ -44,3 +52,22 @@ export type SpSqlState = keyof typeof SP_ERRORS
 
 /** The contract code name of a class-SP error. */
 export type SpCodeName = (typeof SP_ERRORS)[SpSqlState]['code']
+
+/**
+ * The HTTP status the durable streams server answers for a SQLSTATE
+ * (SP_HTTP_STATUS_TABLE in src/errors.h, docs/contract/streams.md §5); a
+ * SQLSTATE missing here has no status of its own.
+ */
+export const HTTP_STATUS: Record<string, number> = {
+  'SP701': 404,
+  'SP702': 410,
+  'SP703': 409,
+  'SP704': 409,
+  'SP705': 409,
+  'SP706': 403,
+  'SP707': 409,
+  'SP708': 410,
+  '22023': 400,
+  '22P02': 400,
+  '54000': 413,
+}

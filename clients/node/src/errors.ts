@@ -69,6 +69,15 @@ export type SandboxPersistErrorCode =
    * (`LeaseRowBusyError`).
    */
   | 'LEASE_ROW_BUSY'
+  /** SP701-SP708 (ours): the durable stream codes; the stream server maps them to HTTP statuses (docs/contract/streams.md §5). */
+  | 'STREAM_NOT_FOUND'
+  | 'STREAM_GONE'
+  | 'STREAM_CONFLICT'
+  | 'STREAM_CLOSED'
+  | 'STREAM_SEQ_CONFLICT'
+  | 'STREAM_PRODUCER_EPOCH_STALE'
+  | 'STREAM_PRODUCER_SEQ_GAP'
+  | 'STREAM_OFFSET_GONE'
   /** A class-SP error this package does not know yet (a newer extension): `sqlstate` tells which. */
   | 'UNKNOWN_SP_ERROR'
   /** The store was closed with `close()` (or is draining for a shutdown): a route answers 503. */

@@ -10,6 +10,8 @@
  *   postgresLocks(pool, opts)        LockStore (lease table, LISTEN/NOTIFY wake-ups)
  *   postgresDurability(pool, opts)   StreamDurability factory over the event log
  *   sseHeartbeats(response, opts)    SSE comment heartbeats for idle streams
+ *   createStreamHandler(opts)        Durable Streams protocol server (fetch handler)
+ *   serveStreams(opts)               the same on node:http
  */
 export {
   postgresPersistence,
@@ -39,6 +41,21 @@ export {
   type PostgresDurabilitySource,
   type PostgresStreamDurability,
 } from './durability.js'
+export {
+  createStreamHandler,
+  serveStreams,
+  bearerAuthorizer,
+  nextCursor,
+  CURSOR_EPOCH_MS,
+  CURSOR_INTERVAL_MS,
+  type StreamHandler,
+  type StreamHandlerOptions,
+  type StreamOperation,
+  type AuthorizeResult,
+  type ServeStreamsOptions,
+  type StreamServer,
+  type BearerOptions,
+} from './streams/index.js'
 export { sseHeartbeats, DEFAULT_HEARTBEAT_MS, type SseHeartbeatOptions } from './heartbeat.js'
 export { postgresMaintenance, type PostgresMaintenance, type ReaperWakeup, type MaintenanceHealth } from './maintenance.js'
 export { closeSharedListeners, sharedListenerCount, type ListenerOptions } from './listener.js'

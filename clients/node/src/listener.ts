@@ -35,7 +35,9 @@ export const LOCK_CHANNEL = 'sandbox_persist_lock'
 export const EVENT_LOG_CHANNEL = 'sandbox_persist_event_log'
 export const REAPER_CHANNEL = 'sandbox_persist_reaper'
 export const ATTENTION_CHANNEL = 'sandbox_persist_attention'
-const CHANNELS = [LOCK_CHANNEL, EVENT_LOG_CHANNEL, REAPER_CHANNEL, ATTENTION_CHANNEL]
+/** Appends and closes of protocol streams (docs/contract/streams.md §4 rule 5); payload: the stream id. */
+export const STREAM_CHANNEL = 'sandbox_persist_stream'
+const CHANNELS = [LOCK_CHANNEL, EVENT_LOG_CHANNEL, REAPER_CHANNEL, ATTENTION_CHANNEL, STREAM_CHANNEL]
 
 /** `null` means "reconnected: you may have missed notifications". */
 export type NotificationHandler = (payload: string | null) => void

@@ -39,6 +39,8 @@ export type SandboxPersistEvent =
   | 'shutdown.incomplete'
   /** `health()` found the scheduled maintenance failing or overdue (`report.health` says why). */
   | 'maintenance.not_running'
+  /** The stream server answered 500: a stream function failed with an unexpected error (`error` says which). */
+  | 'streams.request_failed'
 
 /** The fields every report carries, besides the event's own. */
 export interface SandboxPersistReport {

@@ -1,0 +1,23 @@
+/** Bearer-token access control for the stream server (the CLI's `--token`). */
+import { createHash, timingSafeEqual } from 'node:crypto'
+import type { AuthorizeResult, StreamOperation } from './handler.js'
+
+export interface BearerOptions {
+  /** Let reads (GET, HEAD) through without a token; writes always need it. */
+  publicReads?: boolean
+}
+
+const digest = (s: string) => createHash('sha256').update(s).digest()
+
+/** An `authorize` that wants `Authorization: Bearer <token>` on writes (PUT, POST, DELETE), and on reads unless `publicReads`. */
+export function bearerAuthorizer(token: string, options: BearerOptions = {}) {
+  if (typeof token !== 'string' || token.length === 0) throw new TypeError('The bearer token must be a non-empty string.')
+  const expected = digest(token)
+  return (request: Request, context: { path: string; operation: StreamOperation }): AuthorizeResult => {
+    const read = context.operation === 'read' || context.operation === 'head'
+    if (read && options.publicReads === true) return true
+    const header = request.headers.get('authorization') ?? ''
+    const m = /^Bearer\s+(.+)$/i.exec(header.trim())
+    return m !== null && timingSafeEqual(digest(m[1]!), expected)
+  }
+}

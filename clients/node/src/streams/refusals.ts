@@ -1,0 +1,52 @@
+/**
+ * A failed request as its HTTP response: an HttpError as is; a stream
+ * function's SQLSTATE through the contract's status table (§5), with the
+ * extra headers of SP704 / SP706 / SP707 read by a `stream_head(path,
+ * producer_id)` after the refusal; anything else a 500, reported.
+ */
+import { report } from '../log.js'
+import { errorResponse, type HandlerContext } from './context.js'
+import { sqlStateOf, streamHead } from './db.js'
+import { H, HttpError, type ProducerHeaders } from './headers.js'
+import { httpStatusOfSqlState } from './status.js'
+
+export async function refusal(
+  ctx: HandlerContext,
+  error: unknown,
+  path: string | undefined,
+  producer?: ProducerHeaders,
+): Promise<Response> {
+  if (error instanceof HttpError) return errorResponse(error.status, error.message, error.headers)
+  const sqlstate = sqlStateOf(error)
+  const status = httpStatusOfSqlState(sqlstate)
+  const message = error instanceof Error ? error.message : String(error)
+  if (status === undefined) {
+    report([ctx.options.logger], 'streams.request_failed', `stream request failed: ${message}`, { error, sqlstate, path })
+    return errorResponse(500, 'Internal server error.')
+  }
+  const extra = path === undefined ? {} : await extraHeaders(ctx, sqlstate!, path, producer)
+  return errorResponse(status, message, extra)
+}
+
+async function extraHeaders(
+  ctx: HandlerContext,
+  sqlstate: string,
+  path: string,
+  producer: ProducerHeaders | undefined,
+): Promise<Record<string, string>> {
+  if (sqlstate !== 'SP704' && sqlstate !== 'SP706' && sqlstate !== 'SP707') return {}
+  let head
+  try {
+    head = await streamHead(ctx.pool, path, producer?.producerId ?? null)
+  } catch {
+    // The stream changed under us (deleted, expired): the status alone still says what happened.
+    return sqlstate === 'SP704' ? { [H.closed]: 'true' } : {}
+  }
+  if (sqlstate === 'SP704') return { [H.closed]: 'true', [H.nextOffset]: head.nextOffset }
+  if (head.producer === undefined || producer === undefined) return {}
+  if (sqlstate === 'SP706') return { [H.producerEpoch]: String(head.producer.epoch) }
+  return {
+    [H.producerExpectedSeq]: String(head.producer.lastSeq + 1),
+    [H.producerReceivedSeq]: String(producer.producerSeq),
+  }
+}

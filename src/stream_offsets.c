@@ -1,0 +1,63 @@
+/*
+ * stream_offsets.c
+ *
+ * The offsets of the durable streams (docs/contract/streams.md §3): the
+ * format EEEEEEEEEEEEEEEE_SSSSSSSSSSSSSSSS written into answers, and an
+ * offset argument parsed as -1 (the start), now (the tail) or an epoch and
+ * a seq (22023 for anything else). Whether a stream issued an offset is
+ * checked where it is used (stream_reads.c, stream_create.c).
+ *
+ * Locking: none; nothing here reads or writes a table.
+ */
+#include "postgres.h"
+
+#include "streams.h"
+
+/* Append an offset as a JSON string. */
+void
+StreamAppendOffset(StringInfo buf, int64 epoch, int64 seq)
+{
+	appendStringInfo(buf, "\"%016lld_%016lld\"", (long long) epoch, (long long) seq);
+}
+
+/* 22023 for an offset that is none of the accepted forms. */
+static void
+StreamMalformedOffset(const char *text)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("malformed stream offset"),
+			 errdetail("\"%s\" is not -1, now or two 16-digit numbers joined by _.", text)));
+}
+
+/* The value of n decimal digits at p; -1 when one is not a digit. */
+static int64
+StreamDigits(const char *p, int n)
+{
+	int64		v = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		if (p[i] < '0' || p[i] > '9')
+			return -1;
+		v = v * 10 + (p[i] - '0');
+	}
+	return v;
+}
+
+/* Parse an offset argument: -1, now, or EEEE_SSSS into *epoch and *seq; 22023 otherwise. */
+StreamOffsetKind
+StreamParseOffset(const char *text, int64 *epoch, int64 *seq)
+{
+	if (strcmp(text, "-1") == 0)
+		return STREAM_OFFSET_START;
+	if (strcmp(text, "now") == 0)
+		return STREAM_OFFSET_NOW;
+	if (strlen(text) != STREAM_OFFSET_LEN || text[STREAM_OFFSET_DIGITS] != '_')
+		StreamMalformedOffset(text);
+	*epoch = StreamDigits(text, STREAM_OFFSET_DIGITS);
+	*seq = StreamDigits(text + STREAM_OFFSET_DIGITS + 1, STREAM_OFFSET_DIGITS);
+	if (*epoch < 0 || *seq < 0)
+		StreamMalformedOffset(text);
+	return STREAM_OFFSET_AT;
+}

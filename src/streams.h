@@ -1,0 +1,146 @@
+/*
+ * streams.h
+ *
+ * Declarations shared by the files of the durable streams
+ * (docs/contract/streams.md): streams.c (rows, append, head, delete, the
+ * write of an entry and the release of fork sources), stream_create.c
+ * (create and fork), stream_bodies.c (bodies and content types),
+ * stream_offsets.c (the offset format), stream_reads.c (reads through a fork
+ * chain) and stream_purge.c (maintain()'s A13). Nothing here takes locks;
+ * each file states its rule.
+ */
+#ifndef SANDBOX_PERSIST_STREAMS_H
+#define SANDBOX_PERSIST_STREAMS_H
+
+#include "sandbox_persist.h"
+
+/* Digits of each half of an offset: EEEEEEEEEEEEEEEE_SSSSSSSSSSSSSSSS (§3). */
+#define STREAM_OFFSET_DIGITS 16
+#define STREAM_OFFSET_LEN (2 * STREAM_OFFSET_DIGITS + 1)
+
+/* The media type of JSON mode (compared case-insensitively, parameters ignored). */
+#define STREAM_JSON_MEDIA_TYPE "application/json"
+
+/* The content type of a stream created without one. */
+#define STREAM_DEFAULT_CONTENT_TYPE "application/octet-stream"
+
+/*
+ * The columns of a streams row as the row statements name them (one home:
+ * StreamReadRow reads them by these names).
+ */
+#define STREAM_COL_ID "stream_id"
+#define STREAM_COL_CONTENT_TYPE "content_type"
+#define STREAM_COL_JSON_MODE "json_mode"
+#define STREAM_COL_TTL "ttl_seconds"
+#define STREAM_COL_EXPIRES "expires_at"
+#define STREAM_COL_TOUCHED "touched_at"
+#define STREAM_COL_CLOSED "closed"
+#define STREAM_COL_CLOSED_PRODUCER "closed_producer"
+#define STREAM_COL_CLOSED_EPOCH "closed_epoch"
+#define STREAM_COL_CLOSED_SEQ "closed_seq"
+#define STREAM_COL_TAIL_SEQ "tail_seq"
+#define STREAM_COL_TAIL_EPOCH "tail_epoch"
+#define STREAM_COL_STREAM_SEQ "stream_seq"
+#define STREAM_COL_SOURCE "source_id"
+#define STREAM_COL_FORK_SEQ "fork_seq"
+#define STREAM_COL_FORK_OFFSET "fork_offset"
+#define STREAM_COL_FORK_SUB "fork_sub_offset"
+#define STREAM_COL_FORK_COUNT "fork_count"
+#define STREAM_COL_DELETED "deleted"
+
+/* The select list of a streams row, in the names above. */
+#define STREAM_ROW_COLUMNS \
+	"stream_id, content_type, json_mode, ttl_seconds, expires_at, touched_at," \
+	" closed_at IS NOT NULL AS closed, closed_producer, closed_epoch, closed_seq," \
+	" tail_seq, tail_epoch, stream_seq, source_id, fork_seq, fork_offset, fork_sub_offset," \
+	" fork_count, deleted_at IS NOT NULL AS deleted"
+
+/* One streams row, copied out of the SPI result. */
+typedef struct StreamRow
+{
+	int64		stream_id;
+	char	   *content_type;
+	bool		json_mode;
+	bool		has_ttl;
+	int64		ttl_seconds;
+	bool		has_expires;
+	int64		expires_at;
+	int64		touched_at;
+	bool		closed;
+	char	   *closed_producer;	/* NULL: closed without a producer, or open */
+	int64		closed_epoch;
+	int64		closed_seq;
+	int64		tail_seq;
+	int64		tail_epoch;
+	char	   *stream_seq;		/* the last Stream-Seq, or NULL */
+	bool		has_source;
+	int64		source_id;
+	int64		fork_seq;
+	char	   *fork_offset;	/* as requested, or NULL */
+	bool		has_sub;
+	int64		fork_sub_offset;
+	int64		fork_count;
+	bool		deleted;
+} StreamRow;
+
+/* What an offset argument names. */
+typedef enum StreamOffsetKind
+{
+	STREAM_OFFSET_START,		/* -1 */
+	STREAM_OFFSET_NOW,			/* now: the tail */
+	STREAM_OFFSET_AT			/* EEEE_SSSS */
+} StreamOffsetKind;
+
+/* The parsed options of stream_append; producer_id NULL when none. */
+typedef struct StreamAppendOptions
+{
+	bool		close;
+	char	   *producer_id;
+	int64		producer_epoch;
+	int64		producer_seq;
+	int64		accepted_seq;	/* the answer's producerSeq: the highest seq accepted */
+	char	   *stream_seq;
+} StreamAppendOptions;
+
+/* The messages of a JSON body, or the one entry of another body. */
+typedef struct StreamBody
+{
+	bool		empty;			/* no bytes, or the JSON array [] */
+	int			message_count;
+	StringInfoData data;		/* what the entry stores */
+} StreamBody;
+
+/* streams.c */
+extern void StreamReadRow(StreamRow *out);
+extern bool StreamLoad(const char *path, bool for_update, StreamRow *out);
+extern bool StreamExpired(const StreamRow *row, int64 now);
+extern void StreamRequireVisible(const StreamRow *row, bool found, int64 now, const char *path);
+extern void StreamAppendTtl(StringInfo buf, const StreamRow *row);
+extern void StreamRelease(int64 source_id);
+extern int64 StreamExpire(const StreamRow *row, int64 now);
+extern void StreamNotify(int64 stream_id);
+extern void StreamWrite(StreamRow *row, const StreamBody *body, const StreamAppendOptions *opts,
+						int64 now);
+extern bool StreamOptionMembers(FunctionCallInfo fcinfo, int argno, const char *const *names,
+								int nnames, SpJson **m, const char *what);
+extern bool StreamBoolOption(const SpJson *node, const char *field);
+extern void StreamAppendState(StringInfo buf, const StreamRow *row);
+
+/* stream_bodies.c */
+extern bool StreamSameMediaType(const char *a, const char *b);
+extern bool StreamIsJson(const char *ct);
+extern void StreamAppendMessages(StringInfo buf, const SpJson *array, int n);
+extern void StreamReadBody(bytea *body, bool json_mode, StreamBody *out);
+
+/* stream_purge.c */
+extern int64 StreamPurge(int64 now, int64 max_rows);
+
+/* stream_offsets.c */
+extern void StreamAppendOffset(StringInfo buf, int64 epoch, int64 seq);
+extern StreamOffsetKind StreamParseOffset(const char *text, int64 *epoch, int64 *seq);
+
+/* stream_reads.c */
+extern bool StreamEntryAt(int64 stream_id, int64 seq, int64 *epoch, int64 *message_count,
+						  bytea **data);
+
+#endif							/* SANDBOX_PERSIST_STREAMS_H */

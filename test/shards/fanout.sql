@@ -215,7 +215,7 @@ SELECT CASE WHEN (SELECT prosrc FROM pg_proc WHERE oid = 'sandbox_persist._fork_
 ------------------------------------------------------------------------------
 -- SH10: maintenance and reset reach every shard.
 ------------------------------------------------------------------------------
-SELECT is((SELECT count(*) FROM json_object_keys(sandbox_persist.maintain())), 14::bigint, 'SH10.1 maintain() answers every count');
+SELECT is((SELECT count(*) FROM json_object_keys(sandbox_persist.maintain())), 15::bigint, 'SH10.1 maintain() answers every count');
 SELECT sandbox_persist._reset_for_tests();
 SELECT is(pg_temp.on(0, 'SELECT count(*)::text FROM sandbox_persist.runs') || pg_temp.on(1, 'SELECT count(*)::text FROM sandbox_persist.runs'),
     '00', 'SH10.2 _reset_for_tests() empties every shard');

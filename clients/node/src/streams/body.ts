@@ -11,7 +11,14 @@ export async function readBody(request: Request, maxBytes: number): Promise<Buff
   const chunks: Uint8Array[] = []
   let total = 0
   for (;;) {
-    const { done, value } = await reader.read()
+    let chunk
+    try {
+      chunk = await reader.read()
+    } catch {
+      // The client went away mid-body: nothing is written, and nobody is left to answer.
+      throw new HttpError(400, 'The request body was cut short.')
+    }
+    const { done, value } = chunk
     if (done) break
     total += value.byteLength
     if (total > maxBytes) {

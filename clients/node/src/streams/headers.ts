@@ -157,8 +157,14 @@ export function parseFork(headers: Headers, toStreamPath: (p: string) => string)
     if (!Number.isSafeInteger(forkSubOffset)) throw bad(`Malformed Stream-Fork-Sub-Offset ${JSON.stringify(sub)}.`)
     if (forkSubOffset > 0 && offset === null) throw bad('Stream-Fork-Sub-Offset > 0 needs Stream-Fork-Offset.')
   }
+  let forkedFrom: string
+  try {
+    forkedFrom = toStreamPath(from.trim())
+  } catch {
+    throw bad('Stream-Forked-From is not valid percent-encoding.')
+  }
   return {
-    forkedFrom: toStreamPath(from.trim()),
+    forkedFrom,
     ...(offset === null ? {} : { forkOffset: offset }),
     ...(forkSubOffset === undefined ? {} : { forkSubOffset }),
   }

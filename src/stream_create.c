@@ -320,7 +320,7 @@ stream_create(PG_FUNCTION_ARGS)
 		const char *ct;
 
 		if (found && !row.deleted && StreamExpired(&row, now))
-			found = StreamExpire(&row, now) > 0 && StreamLoad(path, true, &row);
+			found = StreamRemove(&row, now) > 0 && StreamLoad(path, true, &row);
 		if (found)
 		{
 			if (row.deleted)

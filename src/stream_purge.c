@@ -108,7 +108,7 @@ StreamPurge(int64 now, int64 max_rows)
 		StreamReadRow(&row);
 		if (StreamExpired(&row, now))
 		{
-			StreamExpire(&row, now);
+			StreamRemove(&row, now);
 			StreamNotify(row.stream_id);
 		}
 	}

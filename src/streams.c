@@ -199,11 +199,13 @@ StreamRelease(int64 source_id)
 }
 
 /*
- * Delete a stream whose row is locked: soft-deleted while forks read through
- * it, else detached (path NULL, entries left for A13) and its source
- * released. Returns 1 when soft-deleted, 0 when detached. Inside SPI.
+ * Delete a stream whose row is locked, at a DELETE or once expired: its path
+ * is left as a delete leaves it (for A13 and a create at that path):
+ * soft-deleted while forks read through it, else detached (path NULL,
+ * entries left for A13) and its source released. Returns 1 when
+ * soft-deleted, 0 when detached. Inside SPI.
  */
-static int64
+int64
 StreamRemove(const StreamRow *row, int64 now)
 {
 	SpArgs		args;
@@ -220,16 +222,6 @@ StreamRemove(const StreamRow *row, int64 now)
 	if (row->has_source)
 		StreamRelease(row->source_id);
 	return 0;
-}
-
-/*
- * An expired stream (row locked) leaves its path as a delete does (A13 and a
- * create at its path); returns 1 when it stays soft-deleted for its forks.
- */
-int64
-StreamExpire(const StreamRow *row, int64 now)
-{
-	return StreamRemove(row, now);
 }
 
 /* Wake the readers waiting on this stream; delivered at commit. */

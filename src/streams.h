@@ -117,7 +117,7 @@ extern bool StreamExpired(const StreamRow *row, int64 now);
 extern void StreamRequireVisible(const StreamRow *row, bool found, int64 now, const char *path);
 extern void StreamAppendTtl(StringInfo buf, const StreamRow *row);
 extern void StreamRelease(int64 source_id);
-extern int64 StreamExpire(const StreamRow *row, int64 now);
+extern int64 StreamRemove(const StreamRow *row, int64 now);
 extern void StreamNotify(int64 stream_id);
 extern void StreamWrite(StreamRow *row, const StreamBody *body, const StreamAppendOptions *opts,
 						int64 now);

@@ -14,7 +14,7 @@
  * versions. Both put and get accept an AbortSignal.
  */
 import { SandboxPersistError } from './errors.js'
-import { checkInteger, checkNumberOption, checkOptionalText, checkTextId, isPlainObject, json, run, value, type Queryable } from './internal.js'
+import { checkInteger, checkNumberOption, checkOptionalText, checkTextId, isPlainObject, json, run, SP, value, type Queryable } from './internal.js'
 import type {
   BlobBody,
   BlobListPage,
@@ -24,7 +24,6 @@ import type {
   BlobStore,
 } from './types.js'
 
-const SP = 'sandbox_persist'
 const MiB = 1024 * 1024
 /** Ranged reads of one streamed get in flight at once, beyond the piece the consumer holds. */
 const READ_AHEAD = 2

@@ -31,10 +31,8 @@ import { createHash, randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import { resolveResumeRunId, type StreamChunk, type StreamDurability } from '@tanstack/ai'
 import { SandboxPersistError } from './errors.js'
-import { checkNumberOption, checkTextId, json, run, value, type Queryable } from './internal.js'
+import { checkNumberOption, checkTextId, json, run, SP, value, type Queryable } from './internal.js'
 import { acquireListener, EVENT_LOG_CHANNEL, Waker, type ListenerOptions, type SharedListener } from './listener.js'
-
-const SP = 'sandbox_persist'
 
 export interface PostgresDurabilityOptions extends ListenerOptions {
   /**

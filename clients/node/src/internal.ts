@@ -16,6 +16,9 @@ import {
 } from './failover.js'
 import { ensureCompatibleExtension } from './version.js'
 
+/** The extension's schema, which every statement names. */
+export const SP = 'sandbox_persist'
+
 /** Anything with node-postgres' `query(text, values)`: a `pg.Pool` normally. */
 export interface Queryable {
   query: pg.Pool['query']

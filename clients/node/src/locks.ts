@@ -19,11 +19,9 @@ import { createHash } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import type { LockStore } from '@tanstack/ai/locks'
 import { LeaseRowBusyError, LockAcquireTimeoutError, LockLostError, SandboxPersistError } from './errors.js'
-import { abortReason, checkNumberOption, checkSignal, checkTextId, run, value, type Queryable } from './internal.js'
+import { abortReason, checkNumberOption, checkSignal, checkTextId, run, SP, value, type Queryable } from './internal.js'
 import { SandboxPersistConnectionError } from './failover.js'
 import { acquireListener, LOCK_CHANNEL, Waker, type ListenerOptions } from './listener.js'
-
-const SP = 'sandbox_persist'
 
 export interface PostgresLockOptions extends ListenerOptions {
   /** Lease time-to-live sent as `ttl_ms` (1000..600000; default 15000). */

@@ -6,10 +6,8 @@
  * scheduled maintenance really runs (`maintenance_health()`, §7), reporting
  * a failing or overdue one as `maintenance.not_running`.
  */
-import { checkFunctionOption, checkInteger, checkTextId, json, run, value, type Queryable } from './internal.js'
+import { checkFunctionOption, checkInteger, checkTextId, json, run, SP, value, type Queryable } from './internal.js'
 import { acquireListener, ATTENTION_CHANNEL, REAPER_CHANNEL, type ListenerOptions } from './listener.js'
-
-const SP = 'sandbox_persist'
 
 export interface ReaperWakeup {
   detached: number

@@ -11,6 +11,7 @@ import {
   encodePatch,
   json,
   run,
+  SP,
   value,
   type Queryable,
 } from './internal.js'
@@ -26,8 +27,6 @@ import type {
   PostgresPersistenceStores,
   PostgresRunStore,
 } from './types.js'
-
-const SP = 'sandbox_persist'
 
 export function postgresMessageStore(db: Queryable): MessageStore {
   return {

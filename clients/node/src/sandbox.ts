@@ -13,6 +13,7 @@ import {
   json,
   ownUndefinedToNull,
   run,
+  SP,
   value,
   type Queryable,
 } from './internal.js'
@@ -25,8 +26,6 @@ import type {
   SandboxInstanceRecord,
   SandboxInstanceStore,
 } from './types.js'
-
-const SP = 'sandbox_persist'
 
 /** `SandboxInstanceStore` (structurally also `@tanstack/ai-sandbox`'s `SandboxStore`). */
 export function postgresSandboxInstances(db: Queryable): SandboxInstanceStore {

@@ -3,9 +3,7 @@
  * statement each. Results are the contract's camelCase JSON; bodies are bytea
  * (Buffers). Errors are node-postgres errors carrying the SQLSTATE in `code`.
  */
-import type { Queryable } from '../internal.js'
-
-const SP = 'sandbox_persist'
+import { SP, type Queryable } from '../internal.js'
 
 export interface StreamMeta {
   streamId: string | number
@@ -88,8 +86,3 @@ export function streamDelete(db: Queryable, path: string): Promise<{ softDeleted
   return one(db, `SELECT ${SP}.stream_delete($1::text) AS r`, [path])
 }
 
-/** The SQLSTATE of a database error, if it is one. */
-export function sqlStateOf(error: unknown): string | undefined {
-  const code = (error as { code?: unknown } | null)?.code
-  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined
-}

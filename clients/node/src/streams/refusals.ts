@@ -1,14 +1,16 @@
 /**
  * A failed request as its HTTP response: an HttpError as is; a stream
- * function's SQLSTATE through the contract's status table (§5), with the
+ * function's SQLSTATE through the contract's status table (§5: HTTP_STATUS,
+ * generated from SP_HTTP_STATUS_TABLE in the extension's src/errors.h), with the
  * extra headers of SP704 / SP706 / SP707 read by a `stream_head(path,
  * producer_id)` after the refusal; anything else a 500, reported.
  */
+import { HTTP_STATUS } from '../error_codes.js'
+import { isDatabaseError } from '../errors.js'
 import { report } from '../log.js'
 import { errorResponse, type HandlerContext } from './context.js'
-import { sqlStateOf, streamHead } from './db.js'
+import { streamHead } from './db.js'
 import { H, HttpError, type ProducerHeaders } from './headers.js'
-import { httpStatusOfSqlState } from './status.js'
 
 export async function refusal(
   ctx: HandlerContext,
@@ -17,8 +19,8 @@ export async function refusal(
   producer?: ProducerHeaders,
 ): Promise<Response> {
   if (error instanceof HttpError) return errorResponse(error.status, error.message, error.headers)
-  const sqlstate = sqlStateOf(error)
-  const status = httpStatusOfSqlState(sqlstate)
+  const sqlstate = isDatabaseError(error) ? error.code : undefined
+  const status = sqlstate === undefined ? undefined : HTTP_STATUS[sqlstate]
   const message = error instanceof Error ? error.message : String(error)
   if (status === undefined) {
     report([ctx.options.logger], 'streams.request_failed', `stream request failed: ${message}`, { error, sqlstate, path })

@@ -1,7 +1,8 @@
 -- sandbox_persist router: the hand-written routes (route "custom" in
 -- router/routes.tsv), for methods whose shard cannot be read off one argument.
 --
--- Owns: fork (one shard, or the cross-shard orchestration), the interrupt
+-- Owns: checkpoint_get_parts (a set of rows from the shard that holds the
+-- checkpoint), fork (one shard, or the cross-shard orchestration), the interrupt
 -- batch, artifact_save, lock_renew_many, the blob store (content-addressed keys
 -- are stored on every shard), reaper_heartbeat, _reset_for_tests and the
 -- router's grant_app_role. Locking rule: none on the router; each shard call is
@@ -16,6 +17,23 @@
 CREATE OR REPLACE FUNCTION sandbox_persist._partition(hash integer) RETURNS integer
 LANGUAGE sql STABLE AS $$
     SELECT $1 & (sandbox_persist._shard_count() - 1)
+$$;
+
+-- ---------------------------------------------------------------- checkpoint reads
+
+-- checkpoint_get_parts on every shard at once: only the one holding the
+-- checkpoint has rows, and PL/Proxy passes a shard's rows on in their order.
+CREATE OR REPLACE FUNCTION sandbox_persist._all_checkpoint_get_parts(checkpoint_id text)
+RETURNS SETOF json LANGUAGE plproxy AS $p$
+    CLUSTER 'sandbox_persist_shards';
+    RUN ON ALL;
+    SELECT sandbox_persist.checkpoint_get_parts(checkpoint_id) AS _all_checkpoint_get_parts;
+$p$;
+
+-- get in parts: ids do not name their thread, so fan out as checkpoint_get does.
+CREATE OR REPLACE FUNCTION sandbox_persist._custom_checkpoint_get_parts(checkpoint_id text)
+RETURNS SETOF json LANGUAGE sql AS $$
+    SELECT sandbox_persist._all_checkpoint_get_parts(checkpoint_id)
 $$;
 
 -- ---------------------------------------------------------------- fork

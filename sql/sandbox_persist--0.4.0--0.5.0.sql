@@ -1034,6 +1034,19 @@ SELECT pg_catalog.pg_extension_config_dump('stream_entries', '');
 SELECT pg_catalog.pg_extension_config_dump('stream_producers', '');
 SELECT pg_catalog.pg_extension_config_dump('streams_stream_id_seq', '');
 
+------------------------------------------------------------------------------
+-- checkpoint_get_parts: a checkpoint with its conversation in rows, one per
+-- stored block, so a client reading a long conversation (a 2 000-message
+-- one is 2 MB) does not move it as one value. checkpoint_get is unchanged.
+------------------------------------------------------------------------------
+-- function checkpoint_get_parts(text)
+CREATE FUNCTION sandbox_persist.checkpoint_get_parts(checkpoint_id text) RETURNS SETOF json
+    LANGUAGE c STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'checkpoint_get_parts';
+
+COMMENT ON FUNCTION sandbox_persist.checkpoint_get_parts(checkpoint_id text) IS 'Checkpoint store get, for long conversations: the record of checkpoint_id with "conversation":[] in the first row, then its messages as JSON arrays in order, a row per stored block; no rows when there is none. Concatenating the arrays gives checkpoint_get''s conversation. Called in a select list, rows are made as they are read.';
+
 -- Sections are added above this line, one per change, each opened by a
 -- comment block that says what it changes and why.
 

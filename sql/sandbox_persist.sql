@@ -1101,6 +1101,14 @@ CREATE FUNCTION sandbox_persist.checkpoint_get(checkpoint_id text) RETURNS json
 
 COMMENT ON FUNCTION sandbox_persist.checkpoint_get(checkpoint_id text) IS 'Checkpoint store get: the checkpoint of checkpoint_id as json, or NULL.';
 
+-- function checkpoint_get_parts(text)
+CREATE FUNCTION sandbox_persist.checkpoint_get_parts(checkpoint_id text) RETURNS SETOF json
+    LANGUAGE c STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'checkpoint_get_parts';
+
+COMMENT ON FUNCTION sandbox_persist.checkpoint_get_parts(checkpoint_id text) IS 'Checkpoint store get, for long conversations: the record of checkpoint_id with "conversation":[] in the first row, then its messages as JSON arrays in order, a row per stored block; no rows when there is none. Concatenating the arrays gives checkpoint_get''s conversation. Called in a select list, rows are made as they are read.';
+
 -- function checkpoint_get_head(text)
 CREATE FUNCTION sandbox_persist.checkpoint_get_head(thread_id text) RETURNS text
     LANGUAGE c STABLE SECURITY DEFINER

@@ -20,6 +20,7 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "funcapi.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 
@@ -30,6 +31,7 @@ PG_FUNCTION_INFO_V1(checkpoint_append);
 PG_FUNCTION_INFO_V1(checkpoint_append_delta);
 PG_FUNCTION_INFO_V1(checkpoint_delete_head);
 PG_FUNCTION_INFO_V1(checkpoint_get);
+PG_FUNCTION_INFO_V1(checkpoint_get_parts);
 PG_FUNCTION_INFO_V1(checkpoint_list);
 PG_FUNCTION_INFO_V1(checkpoint_get_head);
 PG_FUNCTION_INFO_V1(checkpoint_list_blob_references);
@@ -44,14 +46,14 @@ PG_FUNCTION_INFO_V1(checkpoint_list_blob_references);
 #define CKPT_COL_SOURCE_RUN_ID	7
 #define CKPT_COL_FILES			8
 #define CKPT_COL_ARTIFACTS		9
-#define CKPT_COL_CONVERSATION	10	/* the messages between '[' and ']', NULL when none */
+#define CKPT_COL_CONV_RANGES	10	/* the conversation: ranges of the thread's log (conversations.c) */
 
 #define CKPT_HEADER_COLUMNS \
 	"c.checkpoint_id, c.thread_id, c.parent_id, c.created_at, c.reason, c.label," \
 	" c.source_run_id, c.files::text, c.artifacts::text, "
 
-/* The conversation is a set of ranges of the thread's log. */
-#define CKPT_COLUMNS_LOG CKPT_HEADER_COLUMNS CONV_BODIES_SQL("c")
+/* The conversation is a set of ranges of the thread's log, read by ConvAppendText. */
+#define CKPT_COLUMNS_LOG CKPT_HEADER_COLUMNS "c.conv_ranges"
 
 static SpQuery ckpt_exists = {
 	"SELECT 1 FROM sandbox_persist.checkpoints WHERE checkpoint_id = $1",
@@ -183,13 +185,22 @@ CkptInsertRefs(const char *checkpoint_id, Datum keys)
 	SpExec(&ckpt_insert_refs, &args, false, 0);
 }
 
-/* Append the SandboxCheckpoint of SPI result row `row`. */
+/* How CkptWriteRecord fills in a record's conversation. */
+typedef enum CkptConversation
+{
+	CKPT_CONV_READ,				/* read, as the row was: read-only */
+	CKPT_CONV_READ_OWN,			/* read after this call's own writes (a fork reads back its root) */
+	CKPT_CONV_EMPTY				/* [], the caller sends the messages apart (checkpoint_get_parts) */
+} CkptConversation;
+
+/* Append the SandboxCheckpoint of SPI result row `row`, its conversation as `how` says. */
 static void
-CkptAppendRecord(StringInfo buf, int row)
+CkptWriteRecord(StringInfo buf, int row, CkptConversation how)
 {
 	bool		first = true;
 	char	   *s;
 	double		created = 0;
+	bool		isnull;
 
 	appendStringInfoChar(buf, '{');
 	SpAppendKey(buf, &first, "id");
@@ -220,12 +231,28 @@ CkptAppendRecord(StringInfo buf, int row)
 	appendStringInfoString(buf, SpGetText(row, CKPT_COL_FILES));
 	SpAppendKey(buf, &first, "conversation");
 	appendStringInfoChar(buf, '[');
-	if ((s = SpGetText(row, CKPT_COL_CONVERSATION)) != NULL)
-		appendStringInfoString(buf, s);
+	if (how != CKPT_CONV_EMPTY)
+		ConvAppendText(buf, SpGetText(row, CKPT_COL_THREAD_ID),
+					   SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc,
+									 CKPT_COL_CONV_RANGES, &isnull), how == CKPT_CONV_READ);
 	appendStringInfoChar(buf, ']');
 	SpAppendKey(buf, &first, "artifacts");
 	appendStringInfoString(buf, SpGetText(row, CKPT_COL_ARTIFACTS));
 	appendStringInfoChar(buf, '}');
+}
+
+/* CkptWriteRecord of a row read read-only. */
+static void
+CkptAppendRecord(StringInfo buf, int row)
+{
+	CkptWriteRecord(buf, row, CKPT_CONV_READ);
+}
+
+/* CkptWriteRecord of a row read after this call's own writes. */
+static void
+CkptAppendOwnRecord(StringInfo buf, int row)
+{
+	CkptWriteRecord(buf, row, CKPT_CONV_READ_OWN);
 }
 
 /* The checkpoint with this id as a json datum built in `outer`. Inside SPI. */
@@ -238,7 +265,8 @@ CkptRecordById(const char *checkpoint_id, bool read_only, MemoryContext outer, b
 
 	SpArgsInit(&args);
 	SpArgText(&args, checkpoint_id);
-	result = SpRowsJson(&ckpt_select_log, &args, read_only, CkptAppendRecord, true, outer,
+	result = SpRowsJson(&ckpt_select_log, &args, read_only,
+						read_only ? CkptAppendRecord : CkptAppendOwnRecord, true, outer,
 						&isnull);
 	*found = !isnull;
 	return result;
@@ -509,6 +537,83 @@ checkpoint_get(PG_FUNCTION_ARGS)
 	if (!found)
 		PG_RETURN_NULL();
 	PG_RETURN_DATUM(result);
+}
+
+/* What checkpoint_get_parts keeps between calls. */
+typedef struct CkptParts
+{
+	Datum		record;			/* the first row, NULL once returned */
+	ConvParts  *conversation;	/* the rows after it */
+} CkptParts;
+
+/*
+ * checkpoint_get_parts(checkpoint_id text) -> SETOF json: checkpoint_get for
+ * a client that reads long conversations. The record comes first with
+ * "conversation":[], then the messages as JSON arrays in order, a row per
+ * stored block; no rows when there is no such checkpoint. A 2 000-message
+ * conversation is a 2 MB value through checkpoint_get, and a value that
+ * large costs more in fresh memory on both ends than the rows do; called in
+ * a select list, the rows are made as the client reads them.
+ */
+Datum
+checkpoint_get_parts(PG_FUNCTION_ARGS)
+{
+	FuncCallContext *funcctx;
+	CkptParts  *state;
+	text	   *part;
+
+	if (SRF_IS_FIRSTCALL())
+	{
+		ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+		char	   *checkpoint_id;
+		MemoryContext outer;
+		SpArgs		args;
+
+		SpRequireSchema(CKPT_LAYOUT_SINCE, "checkpoint_get_parts");
+		checkpoint_id = SpCheckIdArg(fcinfo, 0, "checkpoint_id", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
+		funcctx = SRF_FIRSTCALL_INIT();
+		outer = MemoryContextSwitchTo(funcctx->multi_call_memory_ctx);
+		SPI_connect();
+		SpArgsInit(&args);
+		SpArgText(&args, checkpoint_id);
+		if (SpExec(&ckpt_select_log, &args, true, 1) == 1)
+		{
+			StringInfoData record;
+			bool		isnull;
+
+			MemoryContextSwitchTo(funcctx->multi_call_memory_ctx);
+			state = palloc(sizeof(CkptParts));
+			initStringInfo(&record);
+			CkptWriteRecord(&record, 0, CKPT_CONV_EMPTY);
+			state->record = SpJsonResult(&record);
+			state->conversation = ConvPartsOpen(SpGetText(0, CKPT_COL_THREAD_ID),
+												SPI_getbinval(SPI_tuptable->vals[0],
+															  SPI_tuptable->tupdesc,
+															  CKPT_COL_CONV_RANGES, &isnull));
+			MemoryContextSwitchTo(funcctx->multi_call_memory_ctx);
+			/* a caller that stops early (LIMIT) closes the cursor here */
+			if (rsinfo != NULL && IsA(rsinfo, ReturnSetInfo))
+				RegisterExprContextCallback(rsinfo->econtext, ConvPartsClose,
+											PointerGetDatum(state->conversation));
+			funcctx->user_fctx = state;
+		}
+		SPI_finish();
+		MemoryContextSwitchTo(outer);
+	}
+	funcctx = SRF_PERCALL_SETUP();
+	state = (CkptParts *) funcctx->user_fctx;
+	if (state == NULL)
+		SRF_RETURN_DONE(funcctx);
+	if (state->record != (Datum) 0)
+	{
+		Datum		record = state->record;
+
+		state->record = (Datum) 0;
+		SRF_RETURN_NEXT(funcctx, record);
+	}
+	if ((part = ConvPartsNext(state->conversation)) != NULL)
+		SRF_RETURN_NEXT(funcctx, PointerGetDatum(part));
+	SRF_RETURN_DONE(funcctx);
 }
 
 /* checkpoint_list(thread_id text) -> json: every checkpoint, createdAt then id bytes. */

@@ -59,6 +59,19 @@ typedef struct ConvMessages
 	int		   *rawlen;
 } ConvMessages;
 
+/* Blocks a ConvParts reader fetches at a time (a block is a turn or more). */
+#define CONV_PARTS_BATCH	64
+
+/* A conversation read a block at a time (ConvPartsOpen). */
+typedef struct ConvParts
+{
+	Portal		portal;			/* the blocks in order; NULL once done */
+	MemoryContext batch_cxt;	/* holds batch, reset per fetch */
+	Datum	   *batch;			/* CONV_PARTS_BATCH blocks' text, compressed as stored */
+	int			count;			/* blocks in batch */
+	int			next;			/* the next of them to return */
+} ConvParts;
+
 /* Where an append or a fork put a conversation. */
 typedef struct ConvStored
 {
@@ -164,6 +177,11 @@ extern void ConvAppend(const char *thread_id, const char *parent_id, const ConvM
 extern void ConvAppendTail(const char *thread_id, const char *parent_id, int64 claim_len,
 						   const uint8 *claim_digest, int claim_digest_len,
 						   const ConvMessages *tail, ConvStored *out);
+extern int64 ConvAppendText(StringInfo buf, const char *thread_id, Datum ranges,
+							 bool read_only);
+extern ConvParts *ConvPartsOpen(const char *thread_id, Datum ranges);
+extern text *ConvPartsNext(ConvParts *parts);
+extern void ConvPartsClose(Datum parts);
 extern void ConvCopy(const char *source_thread, Datum source_ranges, const char *dest_thread,
 					 ConvStored *out);
 extern int64 ConvCollect(int64 max_rows);

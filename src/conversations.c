@@ -27,6 +27,7 @@
  */
 #include "postgres.h"
 
+#include "access/detoast.h"
 #include "access/toast_compression.h"
 #include "access/toast_internals.h"
 #include "catalog/pg_type.h"
@@ -34,6 +35,8 @@
 #include "common/sha2.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/memutils.h"
 
 #include "sandbox_persist.h"
 #include "checkpoints.h"
@@ -69,10 +72,6 @@ static SpQuery conv_state = {
 	2, {TEXTOID, TEXTOID}
 };
 
-/* Columns of conv_gather. */
-#define CONV_GATHER_COUNT	1
-#define CONV_GATHER_BODIES	2
-
 /*
  * One block: $3 messages (their text joined by commas, $4) at positions $2..
  * of thread $1. Always a generic plan: a custom plan makes each argument a
@@ -84,10 +83,13 @@ static SpQuery conv_store = {
 	4, {TEXTOID, INT8OID, INT4OID, TEXTOID}, NULL, CURSOR_OPT_GENERIC_PLAN
 };
 
-/* The messages at ranges $1 of thread $2: how many, and their text in position order. */
-static SpQuery conv_gather = {
-	"SELECT coalesce(sum(b.message_count), 0)::int8, string_agg(b.bodies, ',' ORDER BY b.first_pos)"
-	" FROM" CONV_BLOCKS_IN("$2", "$1::int8multirange"),
+/* Columns of conv_bodies. */
+#define CONV_BODIES_COUNT	1
+#define CONV_BODIES_TEXT	2
+
+/* The blocks of ranges $1 of thread $2 in position order: how many messages each holds, its text. */
+static SpQuery conv_bodies = {
+	"SELECT b.message_count, b.bodies FROM" CONV_BLOCKS_IN("$2", "$1::int8multirange") " ORDER BY b.first_pos",
 	2, {INT8MULTIRANGEOID, TEXTOID}
 };
 
@@ -605,6 +607,152 @@ ConvAppendTail(const char *thread_id, const char *parent_id, int64 claim_len,
 }
 
 /*
+ * Append the messages at ranges (an int8multirange) of thread_id to buf,
+ * joined by commas as between a JSON array's brackets; returns how many.
+ * Each block is decompressed on its own and copied once into buf, sized up
+ * front from the blocks' raw sizes: a long conversation is megabytes, and
+ * gathering it in SQL (string_agg in a subquery) copied and zeroed it five
+ * times over in fresh memory. read_only as for SPI_execute: the caller's,
+ * so the blocks are read in the snapshot its checkpoint row was. Inside SPI;
+ * the caller's SPI result (SPI_tuptable, SPI_processed) and memory context
+ * are left as they were.
+ */
+int64
+ConvAppendText(StringInfo buf, const char *thread_id, Datum ranges, bool read_only)
+{
+	SPITupleTable *caller = SPI_tuptable;
+	uint64		caller_rows = SPI_processed;
+	MemoryContext caller_cxt = CurrentMemoryContext;
+	int64		messages = 0;
+	Size		total = 0;
+	uint64		rows;
+	SpArgs		args;
+
+	SpArgsInit(&args);
+	SpArgDatum(&args, ranges);
+	SpArgText(&args, thread_id);
+	rows = SpExec(&conv_bodies, &args, read_only, 0);
+	MemoryContextSwitchTo(caller_cxt);	/* SPI_execute leaves SPI's own context current */
+	for (uint64 r = 0; r < rows; r++)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc,
+									  CONV_BODIES_TEXT, &isnull);
+
+		total += toast_raw_datum_size(d) - VARHDRSZ + 1;
+	}
+	/* past MaxAllocSize this raises the error the appends would */
+	enlargeStringInfo(buf, (int) Min(total, (Size) MaxAllocSize));
+	for (uint64 r = 0; r < rows; r++)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc,
+									  CONV_BODIES_TEXT, &isnull);
+		text	   *body = DatumGetTextPP(d);
+
+		messages += DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc,
+												CONV_BODIES_COUNT, &isnull));
+		if (r > 0)
+			appendStringInfoChar(buf, ',');
+		appendBinaryStringInfo(buf, VARDATA_ANY(body), VARSIZE_ANY_EXHDR(body));
+		if ((Pointer) body != DatumGetPointer(d))
+			pfree(body);
+	}
+	SPI_freetuptable(SPI_tuptable);
+	SPI_tuptable = caller;
+	SPI_processed = caller_rows;
+	return messages;
+}
+
+/*
+ * A reader of the messages at ranges of thread_id a block at a time, for a
+ * value-per-call set-returning function: a cursor in this transaction, whose
+ * snapshot is the one current now, fetched a batch at a time into a context
+ * reset per batch, so memory stays at a batch whatever the conversation's
+ * length. Allocated in the current memory context, which must outlive the
+ * reads (the function's multi-call context). Inside SPI (read-only).
+ */
+ConvParts *
+ConvPartsOpen(const char *thread_id, Datum ranges)
+{
+	ConvParts  *parts = palloc0(sizeof(ConvParts));
+	SpArgs		args;
+
+	parts->batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "conversation parts",
+											 ALLOCSET_DEFAULT_SIZES);
+	parts->batch = palloc(sizeof(Datum) * CONV_PARTS_BATCH);
+	SpArgsInit(&args);
+	SpArgDatum(&args, ranges);
+	SpArgText(&args, thread_id);
+	parts->portal = SpOpenCursor(&conv_bodies, &args, true);
+	return parts;
+}
+
+/* Close the cursor of parts, if still open. Also an expression context shutdown callback. */
+void
+ConvPartsClose(Datum arg)
+{
+	ConvParts  *parts = (ConvParts *) DatumGetPointer(arg);
+
+	if (parts->portal != NULL)
+		SPI_cursor_close(parts->portal);
+	parts->portal = NULL;
+}
+
+/* Fetch the next batch of parts' blocks, compressed as stored; none when the cursor is done. */
+static void
+ConvPartsFetch(ConvParts *parts)
+{
+	MemoryContext caller_cxt = CurrentMemoryContext;
+
+	MemoryContextReset(parts->batch_cxt);
+	parts->count = 0;
+	parts->next = 0;
+	if (parts->portal == NULL)
+		return;
+	SPI_connect();
+	SPI_cursor_fetch(parts->portal, true, CONV_PARTS_BATCH);
+	MemoryContextSwitchTo(parts->batch_cxt);
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		bool		isnull;
+
+		parts->batch[r] = datumCopy(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc,
+												  CONV_BODIES_TEXT, &isnull), false, -1);
+	}
+	parts->count = (int) SPI_processed;
+	MemoryContextSwitchTo(caller_cxt);
+	if (parts->count == 0)
+		ConvPartsClose(PointerGetDatum(parts));
+	SPI_finish();
+}
+
+/*
+ * The next block of parts as a JSON array of its messages, allocated in the
+ * current memory context; NULL after the last.
+ */
+text *
+ConvPartsNext(ConvParts *parts)
+{
+	text	   *body;
+	text	   *part;
+	int			len;
+
+	if (parts->next == parts->count)
+		ConvPartsFetch(parts);
+	if (parts->next == parts->count)
+		return NULL;
+	body = DatumGetTextPP(parts->batch[parts->next++]);
+	len = VARSIZE_ANY_EXHDR(body);
+	part = palloc(VARHDRSZ + len + 2);
+	SET_VARSIZE(part, VARHDRSZ + len + 2);
+	VARDATA(part)[0] = '[';
+	memcpy(VARDATA(part) + 1, VARDATA_ANY(body), len);
+	VARDATA(part)[len + 1] = ']';
+	return part;
+}
+
+/*
  * Give a fork root of dest_thread its own copy of the conversation at
  * source_ranges of source_thread: one block at the end of the destination's
  * log. The caller holds the destination's thread row FOR UPDATE and sets len
@@ -614,8 +762,9 @@ void
 ConvCopy(const char *source_thread, Datum source_ranges, const char *dest_thread,
 		 ConvStored *out)
 {
+	StringInfoData bodies;
 	int64		log_end = 0;
-	int64		n = 0;
+	int64		n;
 	SpArgs		args;
 
 	SpArgsInit(&args);
@@ -623,19 +772,10 @@ ConvCopy(const char *source_thread, Datum source_ranges, const char *dest_thread
 	if (SpExec(&conv_log_end, &args, false, 1) != 1)
 		elog(ERROR, "checkpoint thread \"%s\" has no row", dest_thread);
 	SpGetInt64(0, CONV_LOG_END_COL, &log_end);
-	SpArgsInit(&args);
-	SpArgDatum(&args, source_ranges);
-	SpArgText(&args, source_thread);
-	SpExec(&conv_gather, &args, false, 1);
-	SpGetInt64(0, CONV_GATHER_COUNT, &n);
+	initStringInfo(&bodies);
+	n = ConvAppendText(&bodies, source_thread, source_ranges, false);
 	if (n > 0)
-	{
-		bool		isnull;
-		text	   *bodies = DatumGetTextPP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-														  CONV_GATHER_BODIES, &isnull));
-
-		ConvInsertBlock(dest_thread, log_end, n, VARDATA_ANY(bodies), VARSIZE_ANY_EXHDR(bodies));
-	}
+		ConvInsertBlock(dest_thread, log_end, n, bodies.data, bodies.len);
 	out->base_null = true;
 	out->base = (Datum) 0;
 	out->block_from = log_end;

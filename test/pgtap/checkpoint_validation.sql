@@ -7,7 +7,7 @@
 -- Run with: pg_prove -d <db> test/pgtap/checkpoint_validation.sql
 -- (needs sandbox_persist.allow_test_reset and allow_client_clock on).
 BEGIN;
-SELECT plan(422);
+SELECT plan(426);
 SELECT sandbox_persist._reset_for_tests();
 SET sandbox_persist.allow_client_clock = on;
 
@@ -414,7 +414,8 @@ SELECT pg_temp.rejects(s, pg_temp.e('INVALID_ID'), format('V4.%s %s', n, d))
         (5, 'SELECT sandbox_persist.checkpoint_append(NULL, ''[]'')', 'checkpoint_append(NULL, conversation)'),
         (6, 'SELECT sandbox_persist.checkpoint_delete_head(NULL)', 'checkpoint_delete_head(NULL)'),
         (7, 'SELECT sandbox_persist.checkpoint_renew_writer(NULL)', 'checkpoint_renew_writer(NULL)'),
-        (8, 'SELECT sandbox_persist.checkpoint_release_writer(NULL)', 'checkpoint_release_writer(NULL)'))
+        (8, 'SELECT sandbox_persist.checkpoint_release_writer(NULL)', 'checkpoint_release_writer(NULL)'),
+        (9, 'SELECT sandbox_persist.checkpoint_get_parts(NULL)', 'checkpoint_get_parts(NULL)'))
     AS t(n, s, d);
 
 ------------------------------------------------------------------------------
@@ -545,6 +546,8 @@ SELECT * FROM pg_temp.rejects(format('SELECT sandbox_persist.checkpoint_acquire_
     pg_temp.e('INVALID_ID'), 'V15.10 acquire of a 1025-byte thread id');
 SELECT * FROM pg_temp.rejects(pg_temp.qdel(pg_temp.del_input('thread-a', repeat('x', 1025))),
     pg_temp.e('INVALID_ID'), 'V15.11 deleteHead of a 1025-byte checkpoint id');
+SELECT * FROM pg_temp.rejects(format('SELECT sandbox_persist.checkpoint_get_parts(%L)', repeat('x', 1025)),
+    pg_temp.e('INVALID_ID'), 'V15.12 checkpoint_get_parts of a 1025-byte id');
 
 ------------------------------------------------------------------------------
 -- V16: empty identifiers.

@@ -3,7 +3,7 @@
 -- (docs/contract/maintenance.md, action A11, cases M25.x).
 -- Run with: pg_prove -d <db> test/pgtap/conversations.sql (needs allow_test_reset).
 BEGIN;
-SELECT plan(46);
+SELECT plan(53);
 SELECT sandbox_persist._reset_for_tests();
 
 ------------------------------------------------------------------------------
@@ -157,6 +157,41 @@ SELECT pg_temp.block_rows_read() AS reads_before \gset
 SELECT sandbox_persist.checkpoint_get('c2') IS NOT NULL;
 SELECT is(pg_temp.block_rows_read() - :reads_before, 2::bigint,
     'CV9.3 reading c2 (5 messages, appended as 3 then 2) fetches its 2 block rows');
+
+------------------------------------------------------------------------------
+-- CV10: checkpoint_get_parts reads a checkpoint a block a row.
+------------------------------------------------------------------------------
+-- The rows of checkpoint_get_parts(id) joined back into one record's text.
+CREATE FUNCTION pg_temp.parts_joined(id text) RETURNS text LANGUAGE sql AS $$
+    WITH p AS (SELECT x::text AS part, n FROM sandbox_persist.checkpoint_get_parts(id) WITH ORDINALITY AS t(x, n))
+    SELECT replace((SELECT part FROM p WHERE n = 1), '"conversation":[]', '"conversation":['
+                   || coalesce((SELECT string_agg(substr(part, 2, length(part) - 2), ',' ORDER BY n)
+                                  FROM p WHERE n > 1), '') || ']')
+$$;
+SELECT is((SELECT count(*) FILTER (WHERE pg_temp.parts_joined(checkpoint_id)
+                                   IS DISTINCT FROM sandbox_persist.checkpoint_get(checkpoint_id)::text)
+             FROM sandbox_persist.checkpoints),
+    0::bigint, 'CV10.1 every checkpoint here (extensions, shared blocks, edits, escapes, an empty one, a chain, a fork root) joins back from its parts to exactly checkpoint_get''s text');
+SELECT is((SELECT count(*) FROM sandbox_persist.checkpoints), 53::bigint,
+    'CV10.2 those are the 53 checkpoints of the cases above');
+SELECT is((SELECT array_agg(json_typeof(x) || ' ' || json_array_length(coalesce(x->'conversation', x)) ORDER BY n)
+             FROM sandbox_persist.checkpoint_get_parts('c2') WITH ORDINALITY AS t(x, n)),
+    ARRAY['object 0', 'array 3', 'array 2'],
+    'CV10.3 c2 (appended as 3 then 2 messages) is its record with "conversation":[], then a row per block');
+SELECT is((SELECT array_agg(x::text) FROM (SELECT sandbox_persist.checkpoint_get_parts('k40') AS x) s),
+          (SELECT array_agg(x::text ORDER BY n) FROM sandbox_persist.checkpoint_get_parts('k40') WITH ORDINALITY AS t(x, n)),
+    'CV10.4 called in a select list (rows made as they are read) it returns the same rows in the same order');
+SELECT is((SELECT count(*) FROM sandbox_persist.checkpoint_get_parts('c9')), 1::bigint,
+    'CV10.5 an empty conversation is the record alone');
+SELECT is((SELECT count(*) FROM sandbox_persist.checkpoint_get_parts('no-such-checkpoint')), 0::bigint,
+    'CV10.6 an unknown checkpoint has no rows');
+CREATE FUNCTION pg_temp.portals() RETURNS bigint LANGUAGE sql AS $$
+    SELECT count(*) FROM pg_backend_memory_contexts WHERE name = 'PortalContext'
+$$;
+SELECT pg_temp.portals() AS portals_before \gset
+SELECT count(*) FROM (SELECT sandbox_persist.checkpoint_get_parts('k40') LIMIT 2) s;
+SELECT is(pg_temp.portals(), :portals_before::bigint,
+    'CV10.7 a reader that stops early (LIMIT 2 of 41 rows) leaves no cursor open in the transaction');
 
 ------------------------------------------------------------------------------
 -- M25: A11 deletes the blocks of deleted heads.

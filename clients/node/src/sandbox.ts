@@ -301,7 +301,15 @@ export function postgresCheckpoints(
   return afterUpstream(upstream, {
     async get(id) {
       checkTextId(id, 'checkpoint id', invalidId)
-      return value<SandboxCheckpoint | null>(db, `SELECT ${SP}.checkpoint_get($1::text) AS r`, [id])
+      // the conversation arrives a block a row: a long one as one value costs more to move
+      const { rows } = await run(db, `SELECT ${SP}.checkpoint_get_parts($1::text) AS r`, [id])
+      if (rows.length === 0) return null
+      const record = (rows[0] as { r: SandboxCheckpoint }).r
+      const conversation = record.conversation as Array<unknown>
+      for (let i = 1; i < rows.length; i++) {
+        for (const message of (rows[i] as { r: Array<unknown> }).r) conversation.push(message)
+      }
+      return record
     },
 
     async list(threadId) {

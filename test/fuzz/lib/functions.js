@@ -248,6 +248,7 @@ const F = {
     writer: { s: writerShape, req: true },
   })), A.ms()],
   checkpoint_get: [A.id('checkpoint')],
+  checkpoint_get_parts: [A.id('checkpoint')],
   checkpoint_list: [A.id('cpthread')],
   checkpoint_get_head: [A.id('cpthread')],
   checkpoint_list_blob_references: [],
@@ -264,7 +265,7 @@ const F = {
 // Functions whose structural errors are SP007/SP008 instead of 22xxx.
 const CHECKPOINT_FNS = new Set(['checkpoint_append', 'checkpoint_delete_head', 'checkpoint_fork_from_checkpoint',
   'checkpoint_renew_writer', 'checkpoint_release_writer', 'checkpoint_acquire_writer', 'checkpoint_get',
-  'checkpoint_list', 'checkpoint_get_head']);
+  'checkpoint_get_parts', 'checkpoint_list', 'checkpoint_get_head']);
 
 // Make a coherent valid JSON argument for state-dependent inputs.
 function validJson(ctx, fn, argIndex, shape) {

@@ -10,7 +10,7 @@
 # included; the cluster is stopped on the way out either way.
 #
 # For make test-matrix (scripts/matrix.sh), three settings split one run:
-#   SANDBOX_PERSIST_SUITES    the suites to run, from: regress pgtap node browser streams_fuzz backup upgrade
+#   SANDBOX_PERSIST_SUITES    the suites to run, from: regress pgtap node browser streams_fuzz streams_crash backup upgrade
 #                             fuzz torture ha broken_build stands_alone vocabulary file_cycles shards
 #                             timeline_loss monitoring pitr conformance dist cron_unreachable
 #                             (packaging: not by default; root, slow) (default: all)
@@ -23,7 +23,7 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-SUITES=" ${SANDBOX_PERSIST_SUITES:-regress pgtap node browser streams_fuzz backup upgrade fuzz torture ha broken_build stands_alone vocabulary file_cycles shards timeline_loss monitoring pitr conformance dist cron_unreachable} "
+SUITES=" ${SANDBOX_PERSIST_SUITES:-regress pgtap node browser streams_fuzz streams_crash backup upgrade fuzz torture ha broken_build stands_alone vocabulary file_cycles shards timeline_loss monitoring pitr conformance dist cron_unreachable} "
 
 # One EXIT trap for everything this script starts (the hogs of
 # SANDBOX_PERSIST_CPU_HOG, the cluster once stop_cluster is set); INT and TERM
@@ -102,6 +102,7 @@ chosen pgtap && run_suite "pgTAP suites" pgtap
 chosen node && run_suite "Node adapter (clients/node)" bash clients/node/test.sh
 chosen browser && run_suite "a browser reads a live stream across a reload (Chromium)" bash test/browser/run.sh
 chosen streams_fuzz && run_suite "hostile HTTP against the stream server" bash test/streams_fuzz/run.sh
+chosen streams_crash && run_suite "kill -9 of PostgreSQL under appends to the stream server (own cluster)" bash test/streams_crash/run.sh
 chosen backup && run_suite "dump and restore" bash test/backup/run.sh
 chosen upgrade && run_suite "upgrade from each release" bash test/upgrade/run.sh
 chosen fuzz && run_suite "fuzz (short)" bash test/fuzz/run.sh --short --strict

@@ -468,7 +468,9 @@ export function isDatabaseError(error: unknown): error is PgErrorLike & { code: 
   return (
     error instanceof Error &&
     typeof (error as PgErrorLike).code === 'string' &&
-    /^[0-9A-Z]{5}$/.test((error as PgErrorLike).code as string)
+    /^[0-9A-Z]{5}$/.test((error as PgErrorLike).code as string) &&
+    // Node's system errors (EPIPE, ...) also have five capitals, and a syscall
+    (error as { syscall?: unknown }).syscall === undefined
   )
 }
 

@@ -19,7 +19,7 @@
  * Retries need a pool (each attempt takes a fresh connection); over a single
  * `pg.Client` the error is reported at once, since that client is broken.
  */
-import { SandboxPersistError } from './errors.js'
+import { isDatabaseError, SandboxPersistError } from './errors.js'
 
 /** How long the adapter keeps retrying a call across a failover before it reports `CONNECTION_LOST`. */
 export const FAILOVER_RETRY_MS = 30_000
@@ -91,8 +91,8 @@ export function calledFunction(text: string): string | null {
   return m === null ? null : (m[1] as string)
 }
 
-/** Node's socket codes of a connection that failed or dropped. */
-const SOCKET_CODES = /^(ECONNRESET|ECONNREFUSED|EPIPE|ETIMEDOUT|ENOTCONN|EHOSTUNREACH|ENETUNREACH|ECONNABORTED)$/
+/** Node's socket codes of a connection that failed or dropped (ENOENT: no unix socket at the path). */
+const SOCKET_CODES = /^(ECONNRESET|ECONNREFUSED|EPIPE|ETIMEDOUT|ENOTCONN|EHOSTUNREACH|ENETUNREACH|ECONNABORTED|ENOENT)$/
 /** node-postgres' texts for a connection that ended, failed or timed out. */
 const DRIVER_TEXTS = /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|Connection ended|Query read timeout/i
 /** node-postgres' texts for a client that was already broken: the statement was never sent. */
@@ -111,8 +111,8 @@ export function connectionLost(
 ): SandboxPersistConnectionError | null {
   if (!(error instanceof Error)) return null
   if (error instanceof SandboxPersistConnectionError) return error
-  const code = (error as { code?: unknown }).code
-  if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) {
+  if (isDatabaseError(error)) {
+    const code = error.code
     if (code === '25006') return new SandboxPersistConnectionError('read_only', false, attempts, error)
     if (code === '57P03') return new SandboxPersistConnectionError('server_unavailable', false, attempts, error)
     // admin or crash shutdown, class 08: the session ended under the call
@@ -128,6 +128,7 @@ export function connectionLost(
     if (/after calling end on the pool/i.test(error.message)) return null
     return new SandboxPersistConnectionError('connect_failed', false, attempts, error)
   }
+  const code = (error as { code?: unknown }).code
   const socket = typeof code === 'string' && SOCKET_CODES.test(code)
   if (!socket && !DRIVER_TEXTS.test(error.message) && !NOT_SENT_TEXTS.test(error.message)) return null
   if (NOT_SENT_TEXTS.test(error.message)) {

@@ -41,6 +41,8 @@ export type SandboxPersistEvent =
   | 'maintenance.not_running'
   /** The stream server answered 500: a stream function failed with an unexpected error (`error` says which). */
   | 'streams.request_failed'
+  /** The stream server answered 503: the database could not be reached (down, restarting, failing over; `error` says how). */
+  | 'streams.database_unavailable'
 
 /** The fields every report carries, besides the event's own. */
 export interface SandboxPersistReport {

@@ -29,7 +29,7 @@ function pgError(code: string, message: string): Error {
   return Object.assign(new Error(message), { code })
 }
 
-type Step = 'refuse' | 'timeout' | 'starting' | 'read_only' | 'drop' | 'terminated' | 'ok'
+type Step = 'refuse' | 'timeout' | 'starting' | 'read_only' | 'drop' | 'terminated' | 'epipe' | 'reset' | 'ok'
 
 /**
  * A pool whose successive connections behave as `script` says (then 'ok'): the
@@ -55,6 +55,9 @@ function scriptedPool(script: Step[], answer: unknown = null) {
           sent.push(`${text} ${JSON.stringify(values)}`)
           if (step === 'drop') throw new Error('Connection terminated unexpectedly')
           if (step === 'terminated') throw pgError('57P01', 'terminating connection due to administrator command')
+          // Node's system errors: five capitals, like a SQLSTATE, but with a syscall
+          if (step === 'epipe') throw Object.assign(new Error('write EPIPE'), { code: 'EPIPE', errno: -32, syscall: 'write' })
+          if (step === 'reset') throw Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET', errno: -104, syscall: 'read' })
           return { rows: [{ r: answer }] }
         },
         release() {},
@@ -78,7 +81,7 @@ describe('failover: lost connections (H)', () => {
   })
 
   it('H2 a write whose connection dropped after it was sent rejects with CONNECTION_LOST, outcomeUnknown, not retried', async () => {
-    for (const step of ['drop', 'terminated'] as const) {
+    for (const step of ['drop', 'terminated', 'epipe', 'reset'] as const) {
       const db = scriptedPool([step])
       const error = await rejection(postgresMetadataStore(db).set('ns', 'k', { v: 1 }))
       expect(error).toBeInstanceOf(SandboxPersistConnectionError)

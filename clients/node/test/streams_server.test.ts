@@ -6,6 +6,7 @@
 import { spawnSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
+import pg from 'pg'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { bearerAuthorizer, serveStreams, type ServeStreamsOptions, type StreamServer } from '../src/index.js'
 import { CliUsageError, parseCliArgs } from '../src/streams/cli_main.js'
@@ -123,6 +124,26 @@ describe('limits and shutdown', () => {
     const answered = await waiting
     expect(answered.status).toBe(200)
     expect(await answered.text()).toBe('wake')
+  })
+
+  it('answers 503 with Retry-After, not 500, while the database cannot be reached', async () => {
+    const reports: Array<{ event: string }> = []
+    const unreachable = new pg.Pool({ host: '127.0.0.1', port: 1, connectionTimeoutMillis: 2_000 })
+    try {
+      const server = await serve({
+        pool: unreachable, retryAfterSeconds: 3, listener: { listenerClient: () => new pg.Client({ host: '127.0.0.1', port: 1 }) },
+        logger: { warn: (_m: string, r: { event: string }) => void reports.push(r) },
+      })
+      for (const request of [fetch(url(server, 'down')), fetch(url(server, 'down'), { method: 'POST', headers: { 'Content-Type': 'text/plain' }, body: 'x' })]) {
+        const answer = await request
+        expect(answer.status).toBe(503)
+        expect(answer.headers.get('retry-after')).toBe('3')
+      }
+      expect(reports.map((r) => r.event)).toContain('streams.database_unavailable')
+      expect(reports.map((r) => r.event)).not.toContain('streams.request_failed')
+    } finally {
+      await unreachable.end()
+    }
   })
 
   it('close() answers waiting long-polls with 204 and ends SSE streams', async () => {

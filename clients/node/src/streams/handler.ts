@@ -45,7 +45,7 @@ export interface StreamHandlerOptions {
   retryAfterSeconds?: number
   /** How often live readers re-read while the LISTEN connection is down (default 1000 ms). */
   fallbackPollMs?: number
-  /** Where unexpected failures (answered 500) are reported. */
+  /** Where unexpected failures (answered 500) and an unreachable database (503) are reported. */
   logger?: SandboxPersistLogger
 }
 

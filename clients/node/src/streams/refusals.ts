@@ -3,10 +3,13 @@
  * function's SQLSTATE through the contract's status table (§5: HTTP_STATUS,
  * generated from SP_HTTP_STATUS_TABLE in the extension's src/errors.h), with the
  * extra headers of SP704 / SP706 / SP707 read by a `stream_head(path,
- * producer_id)` after the refusal; anything else a 500, reported.
+ * producer_id)` after the refusal; a database that cannot be reached (down,
+ * restarting, failing over) a 503 with Retry-After, as a client should retry
+ * it; anything else a 500. Both reported.
  */
 import { HTTP_STATUS } from '../error_codes.js'
 import { isDatabaseError } from '../errors.js'
+import { connectionLost } from '../failover.js'
 import { report } from '../log.js'
 import { errorResponse, type HandlerContext } from './context.js'
 import { streamHead } from './db.js'
@@ -22,6 +25,10 @@ export async function refusal(
   const sqlstate = isDatabaseError(error) ? error.code : undefined
   const status = sqlstate === undefined ? undefined : HTTP_STATUS[sqlstate]
   const message = error instanceof Error ? error.message : String(error)
+  if (status === undefined && connectionLost(error, 'query', 1) !== null) {
+    report([ctx.options.logger], 'streams.database_unavailable', `stream request refused, the database is unavailable: ${message}`, { error, sqlstate, path })
+    return errorResponse(503, 'The database is unavailable; retry later.', { 'Retry-After': String(ctx.options.retryAfterSeconds) })
+  }
   if (status === undefined) {
     report([ctx.options.logger], 'streams.request_failed', `stream request failed: ${message}`, { error, sqlstate, path })
     return errorResponse(500, 'Internal server error.')

@@ -18,6 +18,13 @@
  * library serves a 0.3.0 schema (no digest columns): LogHasDigests() picks
  * the statements, and only 0.4.0 SQL reaches the verified read.
  *
+ * Since 0.5.0 the log row also keeps its epoch transitions (epoch_first_seqs,
+ * epochs: docs/contract/streams.md §1), which give every entry the epoch of
+ * its offset in the stream view runs/<run_id> (stream_run_logs.c). The
+ * statement that moves tail_seq appends a transition when the timeline's
+ * epoch is above the log's last one: only after a failover or a
+ * point-in-time recovery, so an append costs the same.
+ *
  * Locking: an append locks its log row FOR UPDATE until commit, which is what
  * makes commit order equal sequence order (a reader past n never misses n).
  * A fenced append then reads the run row FOR SHARE, so a concurrent epoch bump
@@ -123,6 +130,25 @@ static SpQuery log_advance_digest = {
 	6, {INT8OID, INT8OID, BOOLOID, BOOLOID, INT8OID, INT8OID}
 };
 
+/*
+ * The same with the epoch transitions (0.5.0, docs/contract/streams.md §1):
+ * $7 the current epoch (timeline - 1); when it is above the log's last
+ * epoch (normally never: only the first append after a failover or a
+ * point-in-time recovery), the transition (old tail + 1, $7) is appended.
+ * The CASEs read the row's old values, as every SET expression does.
+ */
+static SpQuery log_advance_epoch = {
+	"UPDATE sandbox_persist.event_logs SET tail_seq = $2, last_append_at = $5,"
+	" appends_after_close = appends_after_close + CASE WHEN $3 THEN 1 ELSE 0 END,"
+	" closed_at = CASE WHEN $4 THEN NULL ELSE closed_at END, tail_digest = $6,"
+	" epoch_first_seqs = CASE WHEN $7 > " SP_SQL_LOG_LAST_EPOCH("epochs")
+	"   THEN coalesce(epoch_first_seqs, '{}') || (tail_seq + 1) ELSE epoch_first_seqs END,"
+	" epochs = CASE WHEN $7 > " SP_SQL_LOG_LAST_EPOCH("epochs")
+	"   THEN coalesce(epochs, '{}') || $7 ELSE epochs END"
+	" WHERE log_id = $1",
+	7, {INT8OID, INT8OID, BOOLOID, BOOLOID, INT8OID, INT8OID, INT8OID}
+};
+
 static SpQuery log_select = {
 	"SELECT log_id, tail_seq, closed_at IS NOT NULL AS closed FROM sandbox_persist.event_logs"
 	" WHERE run_id = $1",
@@ -178,41 +204,60 @@ LogAppendSeqs(StringInfo buf, int64 first, int n)
 }
 
 /*
- * Whether sandbox_persist.event_logs has tail_digest (0.4.0 and later): -1
- * unknown, else the answer, forgotten on a relcache invalidation of that
- * table or of every relation (as RunsHaveStatusClock in runs.c).
+ * The layout of sandbox_persist.event_logs: -1 unknown, else LOG_LAYOUT_*
+ * bits, forgotten on a relcache invalidation of that table or of every
+ * relation (as RunsHaveStatusClock in runs.c).
  */
-static int	log_has_digests = -1;
+#define LOG_LAYOUT_DIGESTS 1	/* tail_digest (0.4.0 and later) */
+#define LOG_LAYOUT_EPOCHS 2		/* epoch_first_seqs, epochs (0.5.0 and later) */
+static int	log_layout = -1;
 static Oid	log_relid = InvalidOid;
 
 /* Relcache invalidation callback: forget the answer when event_logs may have changed. */
 static void
-LogForgetDigests(Datum arg, Oid relid)
+LogForgetLayout(Datum arg, Oid relid)
 {
 	if (relid == InvalidOid || relid == log_relid)
-		log_has_digests = -1;
+		log_layout = -1;
 }
 
-/* Whether the event log tables carry the 0.4.0 digests (cached, see above). */
-bool
-LogHasDigests(void)
+/* The LOG_LAYOUT_* bits of the event log tables (cached, see above). */
+static int
+LogLayout(void)
 {
 	static bool registered = false;
 
-	if (log_has_digests < 0)
+	if (log_layout < 0)
 	{
 		Oid			nsp = get_namespace_oid("sandbox_persist", true);
 
 		if (!registered)
 		{
-			CacheRegisterRelcacheCallback(LogForgetDigests, (Datum) 0);
+			CacheRegisterRelcacheCallback(LogForgetLayout, (Datum) 0);
 			registered = true;
 		}
 		log_relid = OidIsValid(nsp) ? get_relname_relid("event_logs", nsp) : InvalidOid;
-		log_has_digests = OidIsValid(log_relid) &&
-			get_attnum(log_relid, "tail_digest") != InvalidAttrNumber;
+		log_layout = 0;
+		if (OidIsValid(log_relid) && get_attnum(log_relid, "tail_digest") != InvalidAttrNumber)
+			log_layout |= LOG_LAYOUT_DIGESTS;
+		if (OidIsValid(log_relid) && get_attnum(log_relid, "epochs") != InvalidAttrNumber)
+			log_layout |= LOG_LAYOUT_EPOCHS;
 	}
-	return log_has_digests == 1;
+	return log_layout;
+}
+
+/* Whether the event log tables carry the 0.4.0 digests. */
+bool
+LogHasDigests(void)
+{
+	return (LogLayout() & LOG_LAYOUT_DIGESTS) != 0;
+}
+
+/* Whether event_logs carries the 0.5.0 epoch transitions (docs/contract/streams.md §1). */
+bool
+LogHasEpochs(void)
+{
+	return (LogLayout() & LOG_LAYOUT_EPOCHS) != 0;
 }
 
 /*
@@ -584,7 +629,13 @@ LogWrite(const LogRow *log, const LogAppendOptions *opts, Datum *texts, int nchu
 	SpArgBool(&args, log->closed);
 	SpArgBool(&args, reopen);
 	SpArgInt64(&args, now);
-	if (digests != NULL)
+	if (digests != NULL && LogHasEpochs())
+	{
+		SpArgInt64(&args, digests[nchunks - 1]);
+		SpArgInt64(&args, SpTimelineEpoch());
+		SpExec(&log_advance_epoch, &args, false, 0);
+	}
+	else if (digests != NULL)
 	{
 		SpArgInt64(&args, digests[nchunks - 1]);
 		SpExec(&log_advance_digest, &args, false, 0);

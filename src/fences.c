@@ -31,6 +31,33 @@
 /* The highest epoch whose fences all stay <= 2^53 - 1. */
 #define SP_FENCE_EPOCH_MAX ((INT64CONST(1) << (53 - SP_FENCE_EPOCH_SHIFT)) - 1)
 
+/* The timeline the extension sees: the test setting, else the server's (25006 on a standby). */
+static int64
+SpTimeline(void)
+{
+	if (sp_test_timeline > 0)
+		return sp_test_timeline;
+	/* a standby grants nothing: its writes would fail anyway */
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot grant a fence during recovery"),
+				 errdetail("Fences are granted by the primary only.")));
+	return (int64) GetWALInsertionTimeLine();
+}
+
+/*
+ * The current epoch, timeline - 1, without the fence range's bound: the
+ * epoch of an event log entry appended now is at least this
+ * (docs/contract/streams.md §1), and an append never fails for a high
+ * timeline.
+ */
+int64
+SpTimelineEpoch(void)
+{
+	return SpTimeline() - 1;
+}
+
 /*
  * The floor of the current epoch: every fence granted now is greater than
  * it, and it is greater than every fence of an earlier timeline.
@@ -38,20 +65,8 @@
 int64
 SpFenceFloor(void)
 {
-	int64		timeline;
+	int64		timeline = SpTimeline();
 
-	if (sp_test_timeline > 0)
-		timeline = sp_test_timeline;
-	else
-	{
-		/* a standby grants nothing: its writes would fail anyway */
-		if (RecoveryInProgress())
-			ereport(ERROR,
-					(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-					 errmsg("cannot grant a fence during recovery"),
-					 errdetail("Fences are granted by the primary only.")));
-		timeline = (int64) GetWALInsertionTimeLine();
-	}
 	if (timeline - 1 > SP_FENCE_EPOCH_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),

@@ -207,8 +207,10 @@ static SpQuery maint_close_logs = {
 	"  ORDER BY l.log_id LIMIT $2 FOR UPDATE OF l SKIP LOCKED),"
 
 /*
- * The terminal chunk continues the log's running digest; lost_tail_seq
- * records its sequence number, which the overview counts by.
+ * The terminal chunk continues the log's running digest and takes the
+ * epoch an append would ($5, the current epoch: a transition when it is above
+ * the log's last, docs/contract/streams.md §1); lost_tail_seq records its
+ * sequence number, which the overview counts by.
  */
 static SpQuery maint_lost_logs = {
 	"WITH c AS (SELECT l.log_id, l.run_id, l.tail_seq, l.tail_digest FROM sandbox_persist.event_logs l"
@@ -223,9 +225,13 @@ static SpQuery maint_lost_logs = {
 	" e AS (INSERT INTO sandbox_persist.event_log_entries (log_id, seq, chunk, digest)"
 	"  SELECT h.log_id, h.seq, h.chunk, h.digest FROM h)"
 	" UPDATE sandbox_persist.event_logs l SET tail_seq = h.seq, closed_at = $3, tail_digest = h.digest,"
-	"  lost_tail_seq = h.seq"
+	"  lost_tail_seq = h.seq,"
+	"  epoch_first_seqs = CASE WHEN $5 > " SP_SQL_LOG_LAST_EPOCH("l.epochs")
+	"    THEN coalesce(l.epoch_first_seqs, '{}') || h.seq ELSE l.epoch_first_seqs END,"
+	"  epochs = CASE WHEN $5 > " SP_SQL_LOG_LAST_EPOCH("l.epochs")
+	"    THEN coalesce(l.epochs, '{}') || $5 ELSE l.epochs END"
 	"   FROM h WHERE l.log_id = h.log_id RETURNING l.log_id",
-	4, {INT8OID, INT8OID, INT8OID, TEXTOID}
+	5, {INT8OID, INT8OID, INT8OID, TEXTOID, INT8OID}
 };
 
 /* A5: whole closed logs only. */
@@ -554,6 +560,7 @@ MaintEndLostLogs(int64 now, int64 max_rows)
 	SpArgText(&args, psprintf("The producer of this run stopped: no chunk was appended for %d s"
 							  " and no run-driver lock is held, so maintenance ended the stream.",
 							  sp_event_log_idle_close_s));
+	SpArgInt64(&args, SpTimelineEpoch());
 	n = SpExec(&maint_lost_logs, &args, false, 0);
 	MaintNotifyLogs(n);
 	return n;

@@ -303,11 +303,17 @@ extern void PatchArgJson(SpArgs *args, const SpJson *node, const char *field, Sp
 /* Every fence granted now is greater than this (the current epoch's floor). */
 extern int64 SpFenceFloor(void);
 
+/* The current epoch (timeline - 1) without the fence range's bound (event log entries). */
+extern int64 SpTimelineEpoch(void);
+
 /* Refuse a granted fence above 2^53 - 1. */
 extern void SpCheckFence(int64 fence);
 
 /* event_log.c: whether the event log tables have the 0.4.0 digests */
 extern bool LogHasDigests(void);
+
+/* event_log.c: whether event_logs has the 0.5.0 epoch transitions (epoch_first_seqs, epochs) */
+extern bool LogHasEpochs(void);
 
 /*
  * The 64-bit hash of one event log entry in SQL (the C side is LogEntryHash
@@ -318,6 +324,15 @@ extern bool LogHasDigests(void);
 	"('x' || pg_catalog.encode(pg_catalog.substr(pg_catalog.sha256(" \
 	"pg_catalog.int8send(" seq ") || pg_catalog.convert_to((" chunk ")::text, 'UTF8')), 1, 8), 'hex'))" \
 	"::pg_catalog.bit(64)::bigint"
+
+/*
+ * The epoch of an event log's entries from its last transition on, in SQL
+ * (docs/contract/streams.md §1): the last element of the log row's epochs
+ * column (named by `epochs`), 0 for a log that never changed epoch. One home
+ * for the append (event_log.c) and A10 (maintenance.c).
+ */
+#define SP_SQL_LOG_LAST_EPOCH(epochs) \
+	"coalesce(" epochs "[pg_catalog.cardinality(" epochs ")], 0)"
 
 /* runs.c: whether the runs table has the 0.3.0 status clock */
 extern bool RunsHaveStatusClock(void);

@@ -311,7 +311,11 @@ stream_create(PG_FUNCTION_ARGS)
 	bool		created = false;
 
 	prefix.empty = true;
+	if (StreamIsRunLogPath(path))
+		StreamRefuseRunLogWrite(path, "create");
 	StreamReadCreateOptions(fcinfo, 2, &o);
+	if (o.forked_from != NULL && StreamIsRunLogPath(o.forked_from))
+		StreamRefuseRunLogWrite(o.forked_from, "fork");
 	SPI_connect();
 	for (int attempt = 0; !created; attempt++)
 	{

@@ -206,7 +206,8 @@ StreamReadEntries(const StreamRow *row, int64 after, int64 max_bytes, MemoryCont
  * max_bytes (at least one), through the fork chain (§4 rule 3); meta =
  * {streamId, contentType, startOffset, nextOffset, upToDate, closed,
  * ttlSeconds?, expiresAt?}. A JSON stream's body is the array of its
- * messages. Renews a sliding TTL.
+ * messages. Renews a sliding TTL. A runs/<run_id> path reads the run's event
+ * log (stream_run_logs.c).
  */
 Datum
 stream_read(PG_FUNCTION_ARGS)
@@ -240,6 +241,8 @@ stream_read(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "stream_read must return a record");
 	kind = StreamParseOffset(offset, &epoch, &seq);
+	if (StreamIsRunLogPath(path))
+		PG_RETURN_DATUM(StreamRunLogRead(fcinfo, path, offset, kind, epoch, seq, max_bytes));
 	initStringInfo(&body);
 
 	SPI_connect();

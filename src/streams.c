@@ -479,6 +479,8 @@ stream_append(PG_FUNCTION_ARGS)
 	bool		found;
 	bool		write = true;
 
+	if (StreamIsRunLogPath(path))
+		StreamRefuseRunLogWrite(path, "append");
 	StreamReadAppendOptions(fcinfo, 3, &o);
 	SPI_connect();
 	found = StreamLoad(path, true, &row);
@@ -554,7 +556,8 @@ stream_append(PG_FUNCTION_ARGS)
  * stream_head(path text, producer_id text, now_ms bigint) -> json {streamId,
  * contentType, nextOffset, closed, ttlSeconds?, expiresAt?, producer?}: the
  * stream's state without renewing its TTL; producer {epoch, lastSeq} when
- * producer_id is given and known.
+ * producer_id is given and known. A runs/<run_id> path is the run's event
+ * log (stream_run_logs.c).
  */
 Datum
 stream_head(PG_FUNCTION_ARGS)
@@ -569,6 +572,8 @@ stream_head(PG_FUNCTION_ARGS)
 	MemoryContext spi;
 	bool		found;
 
+	if (StreamIsRunLogPath(path))
+		PG_RETURN_DATUM(StreamRunLogHead(path));
 	SPI_connect();
 	found = StreamLoad(path, false, &row);
 	StreamRequireVisible(&row, found, now, path);
@@ -612,6 +617,8 @@ stream_delete(PG_FUNCTION_ARGS)
 	bool		found;
 	int64		soft;
 
+	if (StreamIsRunLogPath(path))
+		StreamRefuseRunLogWrite(path, "delete");
 	SPI_connect();
 	found = StreamLoad(path, true, &row);
 	StreamRequireVisible(&row, found, now, path);

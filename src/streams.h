@@ -6,7 +6,8 @@
  * write of an entry and the release of fork sources), stream_create.c
  * (create and fork), stream_bodies.c (bodies and content types),
  * stream_offsets.c (the offset format), stream_reads.c (reads through a fork
- * chain) and stream_purge.c (maintain()'s A13). Nothing here takes locks;
+ * chain), stream_purge.c (maintain()'s A13) and stream_run_logs.c (a run's
+ * event log read as the stream runs/<run_id>). Nothing here takes locks;
  * each file states its rule.
  */
 #ifndef SANDBOX_PERSIST_STREAMS_H
@@ -142,5 +143,12 @@ extern StreamOffsetKind StreamParseOffset(const char *text, int64 *epoch, int64 
 /* stream_reads.c */
 extern bool StreamEntryAt(int64 stream_id, int64 seq, int64 *epoch, int64 *message_count,
 						  bytea **data);
+
+/* stream_run_logs.c */
+extern bool StreamIsRunLogPath(const char *path);
+extern void StreamRefuseRunLogWrite(const char *path, const char *what) pg_attribute_noreturn();
+extern Datum StreamRunLogRead(FunctionCallInfo fcinfo, const char *path, const char *offset,
+							  StreamOffsetKind kind, int64 epoch, int64 seq, int64 max_bytes);
+extern Datum StreamRunLogHead(const char *path);
 
 #endif							/* SANDBOX_PERSIST_STREAMS_H */

@@ -1,16 +1,24 @@
 /**
  * Wake-ups for live readers (long-poll and SSE) from the shared LISTEN
  * connection: one subscription to `sandbox_persist_stream` (payload: the
- * stream id, docs/contract/streams.md §4 rule 5) feeds every parked reader of
- * this handler. A reader follows one stream id once its first read told it
+ * stream id, docs/contract/streams.md §4 rule 5) and one to
+ * `sandbox_persist_event_log` (payload: the log id, then maybe its entries;
+ * event-log.md §2.1 rule 7) feed every parked reader of this handler; a run's
+ * log read at `runs/<run_id>` has the stream id `eventLog:<logId>`
+ * (streams.md §1.1), so an append to the log wakes its readers, who read
+ * it again (the entries in the payload are not used: the read is the one
+ * path). A reader follows one stream id once its first read told it
  * the id; before that it is woken by every notification, so a notification
  * racing that first read is never lost. After a reconnect (anything may have
  * been missed) every reader is woken. While the listener is down, readers
  * re-read every `fallbackPollMs`; with it up there is no polling.
  */
-import { STREAM_CHANNEL, Waker, type SharedListener } from '../listener.js'
+import { EVENT_LOG_CHANNEL, STREAM_CHANNEL, Waker, type SharedListener } from '../listener.js'
 
 export type WaitOutcome = 'wake' | 'timeout' | 'abort' | 'shutdown'
+
+/** The stream id stream_read reports for a run's log (streams.md §1.1): this prefix and the log id. */
+export const RUN_LOG_STREAM_ID_PREFIX = 'eventLog:'
 
 export class StreamFollower {
   readonly waker = new Waker()
@@ -52,7 +60,7 @@ export class StreamFollower {
 export class StreamWaiters {
   private readonly byStream = new Map<string, Set<StreamFollower>>()
   private readonly unplaced = new Set<StreamFollower>()
-  private unsubscribe: (() => void) | undefined
+  private unsubscribe: Array<() => void> | undefined
   private closed = false
 
   constructor(
@@ -62,7 +70,10 @@ export class StreamWaiters {
 
   /** A new reader, woken by every notification until it is placed. */
   follow(): StreamFollower {
-    this.unsubscribe ??= this.listener.subscribe(STREAM_CHANNEL, (payload) => this.dispatch(payload))
+    this.unsubscribe ??= [
+      this.listener.subscribe(STREAM_CHANNEL, (payload) => this.dispatch(payload)),
+      this.listener.subscribe(EVENT_LOG_CHANNEL, (payload) => this.dispatch(payload === null ? null : runLogStreamId(payload))),
+    ]
     const follower = new StreamFollower(this)
     if (this.closed) follower.shutdown = true
     this.unplaced.add(follower)
@@ -99,7 +110,7 @@ export class StreamWaiters {
   remove(follower: StreamFollower): void {
     this.unplace(follower)
     if (this.unplaced.size === 0 && this.byStream.size === 0) {
-      this.unsubscribe?.()
+      for (const stop of this.unsubscribe ?? []) stop()
       this.unsubscribe = undefined
     }
   }
@@ -124,4 +135,10 @@ export class StreamWaiters {
       f.waker.wake()
     }
   }
+}
+
+/** The stream id of the log an event log notification names: the text before its first space. */
+function runLogStreamId(payload: string): string {
+  const space = payload.indexOf(' ')
+  return RUN_LOG_STREAM_ID_PREFIX + (space < 0 ? payload : payload.slice(0, space)).trim()
 }

@@ -146,6 +146,20 @@ describe('limits and shutdown', () => {
     }
   })
 
+  it('ends an SSE reader that already has every byte with a streamClosed control event when the stream closes', async () => {
+    const server = await serve({ sseLifetimeMs: 60_000, sseHeartbeatMs: 60_000 })
+    const put = await fetch(url(server, 'sse-close'), { method: 'PUT', headers: { 'Content-Type': 'text/plain' }, body: 'all' })
+    const tail = put.headers.get('stream-next-offset')!
+    const reader = await fetch(`${url(server, 'sse-close')}?offset=${tail}&live=sse`)
+    await until(() => server.handler.liveReaders === 1)
+    const close = await fetch(url(server, 'sse-close'), { method: 'POST', headers: { 'Stream-Closed': 'true' } })
+    expect(close.status).toBe(204)
+    const events = (await reader.text()).split('\n\n').filter((e) => e.startsWith('event:'))
+    const last = events.at(-1)!
+    expect(last.startsWith('event: control\n')).toBe(true)
+    expect(JSON.parse(last.slice(last.indexOf('data:') + 5))).toMatchObject({ streamClosed: true, upToDate: true })
+  })
+
   it('close() answers waiting long-polls with 204 and ends SSE streams', async () => {
     const server = await serve({ longPollTimeoutMs: 60_000 })
     const put = await fetch(url(server, 'bye'), { method: 'PUT', headers: { 'Content-Type': 'text/plain' } })

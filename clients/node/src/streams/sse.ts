@@ -113,7 +113,8 @@ class SseSession {
         const { meta, body } = read
         const data = hasData(meta)
         if (data) this.write(dataEvent(this.base64 ? body : readBody(meta, body), this.base64))
-        if (data || !announced) this.write(controlEvent(meta, this.currentCursor()))
+        // a close that finds the reader with all the data still ends with its control event
+        if (data || !announced || meta.closed) this.write(controlEvent(meta, this.currentCursor()))
         announced = true
         if (meta.closed) return
         this.offset = meta.nextOffset

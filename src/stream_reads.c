@@ -139,25 +139,21 @@ StreamTouch(const StreamRow *row, int64 now)
 }
 
 /*
- * Read whole entries after seq `after` up to the tail, at most max_bytes
- * (at least one entry), into body (in the caller's context `outer`); next_epoch
- * and next_seq get the offset after the last one. Inside SPI.
+ * Page whole entries from an open cursor into body (in the caller's context
+ * `outer`): each row's `data` column (bytea or json: its bytes as stored),
+ * joined by ',' when join (JSON: the inside of an array), at most max_bytes
+ * (at least one entry); *next_seq, and *next_epoch when epochs (a column
+ * `epoch`), get the last one's. Closes the cursor. Inside SPI. Shared by
+ * protocol streams and run logs (stream_run_logs.c).
  */
-static void
-StreamReadEntries(const StreamRow *row, int64 after, int64 max_bytes, MemoryContext outer,
+void
+StreamPageEntries(Portal portal, bool epochs, bool join, int64 max_bytes, MemoryContext outer,
 				  StringInfo body, int64 *next_epoch, int64 *next_seq)
 {
-	SpArgs		args;
-	Portal		portal;
 	int64		bytes = 0;
 	int64		taken = 0;
 	bool		full = false;
 
-	SpArgsInit(&args);
-	SpArgInt64(&args, row->stream_id);
-	SpArgInt64(&args, after);
-	SpArgInt64(&args, row->tail_seq);
-	portal = SpOpenCursor(&stream_chain_entries, &args, false);
 	while (!full)
 	{
 		int			col_seq;
@@ -168,16 +164,16 @@ StreamReadEntries(const StreamRow *row, int64 after, int64 max_bytes, MemoryCont
 		if (SPI_processed == 0)
 			break;
 		col_seq = SpColumn("seq");
-		col_epoch = SpColumn("epoch");
+		col_epoch = epochs ? SpColumn("epoch") : 0;
 		col_data = SpColumn("data");
 		for (uint64 i = 0; i < SPI_processed; i++)
 		{
 			bool		isnull;
-			bytea	   *data = DatumGetByteaPP(SPI_getbinval(SPI_tuptable->vals[i],
-															 SPI_tuptable->tupdesc, col_data,
-															 &isnull));
+			struct varlena *data = PG_DETOAST_DATUM_PACKED(SPI_getbinval(SPI_tuptable->vals[i],
+																		 SPI_tuptable->tupdesc,
+																		 col_data, &isnull));
 			int			len = VARSIZE_ANY_EXHDR(data);
-			int64		cost = len + (row->json_mode && taken > 0 ? 1 : 0);
+			int64		cost = len + (join && taken > 0 ? 1 : 0);
 			MemoryContext spi;
 
 			if (taken > 0 && bytes + cost > max_bytes)
@@ -186,14 +182,15 @@ StreamReadEntries(const StreamRow *row, int64 after, int64 max_bytes, MemoryCont
 				break;
 			}
 			spi = MemoryContextSwitchTo(outer);
-			if (row->json_mode && taken > 0)
+			if (join && taken > 0)
 				appendStringInfoChar(body, ',');
 			appendBinaryStringInfo(body, VARDATA_ANY(data), len);
 			MemoryContextSwitchTo(spi);
 			bytes += cost;
 			taken++;
 			SpGetInt64(i, col_seq, next_seq);
-			SpGetInt64(i, col_epoch, next_epoch);
+			if (epochs)
+				SpGetInt64(i, col_epoch, next_epoch);
 		}
 		SPI_freetuptable(SPI_tuptable);
 	}
@@ -261,7 +258,16 @@ stream_read(PG_FUNCTION_ARGS)
 	next_epoch = epoch;
 	next_seq = seq;
 	if (seq < row.tail_seq)
-		StreamReadEntries(&row, seq, max_bytes, outer, &body, &next_epoch, &next_seq);
+	{
+		SpArgs		args;
+
+		SpArgsInit(&args);
+		SpArgInt64(&args, row.stream_id);
+		SpArgInt64(&args, seq);
+		SpArgInt64(&args, row.tail_seq);
+		StreamPageEntries(SpOpenCursor(&stream_chain_entries, &args, false), true, row.json_mode,
+						  max_bytes, outer, &body, &next_epoch, &next_seq);
+	}
 	up_to_date = next_seq == row.tail_seq;
 
 	spi = MemoryContextSwitchTo(outer);

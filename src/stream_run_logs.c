@@ -38,18 +38,15 @@
 /* The streamId of a run log in answers: distinct from the numeric ids of protocol streams. */
 #define STREAM_RUN_LOG_ID_PREFIX "eventLog:"
 
-/* Entries fetched from the read cursor at a time. */
-#define RUN_LOG_READ_BATCH 64
-
 static SpQuery run_log_row = {
 	"SELECT log_id, tail_seq, closed_at IS NOT NULL AS closed, epoch_first_seqs, epochs"
 	" FROM sandbox_persist.event_logs WHERE run_id = $1",
 	1, {TEXTOID}
 };
 
-/* Entries ($2, $3] of log $1, the chunks as stored (json is its text). */
+/* Entries ($2, $3] of log $1, the chunks as stored (json is its text), as StreamPageEntries reads them. */
 static SpQuery run_log_entries = {
-	"SELECT seq, chunk FROM sandbox_persist.event_log_entries"
+	"SELECT seq, chunk AS data FROM sandbox_persist.event_log_entries"
 	" WHERE log_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq",
 	3, {INT8OID, INT8OID, INT8OID}
 };
@@ -162,65 +159,6 @@ RunLogAppendId(StringInfo buf, const RunLogRow *log)
 }
 
 /*
- * The chunks after seq `after` up to the tail, joined by ',', at most
- * max_bytes (at least one), into body (in the caller's context `outer`);
- * *next_seq gets the seq of the last one. Inside SPI.
- */
-static void
-RunLogReadEntries(const RunLogRow *log, int64 after, int64 max_bytes, MemoryContext outer,
-				  StringInfo body, int64 *next_seq)
-{
-	SpArgs		args;
-	Portal		portal;
-	int64		bytes = 0;
-	int64		taken = 0;
-	bool		full = false;
-
-	SpArgsInit(&args);
-	SpArgInt64(&args, log->log_id);
-	SpArgInt64(&args, after);
-	SpArgInt64(&args, log->tail_seq);
-	portal = SpOpenCursor(&run_log_entries, &args, true);
-	while (!full)
-	{
-		int			col_seq;
-		int			col_chunk;
-
-		SPI_cursor_fetch(portal, true, RUN_LOG_READ_BATCH);
-		if (SPI_processed == 0)
-			break;
-		col_seq = SpColumn("seq");
-		col_chunk = SpColumn("chunk");
-		for (uint64 i = 0; i < SPI_processed; i++)
-		{
-			bool		isnull;
-			text	   *chunk = DatumGetTextPP(SPI_getbinval(SPI_tuptable->vals[i],
-															 SPI_tuptable->tupdesc, col_chunk,
-															 &isnull));
-			int			len = VARSIZE_ANY_EXHDR(chunk);
-			int64		cost = len + (taken > 0 ? 1 : 0);
-			MemoryContext spi;
-
-			if (taken > 0 && bytes + cost > max_bytes)
-			{
-				full = true;
-				break;
-			}
-			spi = MemoryContextSwitchTo(outer);
-			if (taken > 0)
-				appendStringInfoChar(body, ',');
-			appendBinaryStringInfo(body, VARDATA_ANY(chunk), len);
-			MemoryContextSwitchTo(spi);
-			bytes += cost;
-			taken++;
-			SpGetInt64(i, col_seq, next_seq);
-		}
-		SPI_freetuptable(SPI_tuptable);
-	}
-	SPI_cursor_close(portal);
-}
-
-/*
  * stream_read of a run log path (§1): the row (meta json, body bytea) of
  * stream_read, the body the JSON array of the chunks read. kind, epoch and
  * seq are the parsed offset (text as given, for errors). Connects to SPI
@@ -259,7 +197,16 @@ StreamRunLogRead(FunctionCallInfo fcinfo, const char *path, const char *offset,
 		RunLogVouch(&log, path, offset, epoch, seq);
 	next_seq = seq;
 	if (seq < log.tail_seq)
-		RunLogReadEntries(&log, seq, max_bytes, outer, &body, &next_seq);
+	{
+		SpArgs		args;
+
+		SpArgsInit(&args);
+		SpArgInt64(&args, log.log_id);
+		SpArgInt64(&args, seq);
+		SpArgInt64(&args, log.tail_seq);
+		StreamPageEntries(SpOpenCursor(&run_log_entries, &args, true), false, true, max_bytes,
+						  outer, &body, NULL, &next_seq);
+	}
 	up_to_date = next_seq == log.tail_seq;
 
 	spi = MemoryContextSwitchTo(outer);

@@ -49,8 +49,17 @@ CREATE TABLE IF NOT EXISTS sandbox_persist.upload_placement (
     shard integer NOT NULL CHECK (shard >= 0),
     begun_at timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
+-- Overrides of the hash placement of durable streams: a fork lives on its
+-- source's shard (it reads its source's entries there), so a fork whose path
+-- hashes to another partition is pinned to the source's (a partition number).
+-- Written by stream_create once the fork exists on that shard; kept after the
+-- stream is deleted, so every later call at the path goes to the same shard.
+CREATE TABLE IF NOT EXISTS sandbox_persist.stream_placement (
+    path text COLLATE "C" PRIMARY KEY,
+    shard integer NOT NULL CHECK (shard >= 0)
+);
 REVOKE ALL ON sandbox_persist.thread_placement, sandbox_persist.run_thread_cache,
-    sandbox_persist.upload_placement FROM PUBLIC;
+    sandbox_persist.upload_placement, sandbox_persist.stream_placement FROM PUBLIC;
 
 -- The PL/Proxy cluster's name, for functions that name it through a function
 -- (router/cross_shard.sql's CLUSTER sandbox_persist._cluster_name()).
@@ -189,6 +198,22 @@ BEGIN
         RETURN sandbox_persist._shard_of_key(pg_catalog.substr($1, 9));
     END IF;
     RETURN sandbox_persist._shard_of_key($1);
+END
+$$;
+
+-- The shard of a durable stream path (docs/contract/streams.md): runs/<run_id>
+-- is the read-only view of that run's event log, so it goes with the run;
+-- any other path to its stream_placement pin (a fork pinned to its source's
+-- shard), else hashtext of the path. A NULL path hashes like '' so the shard
+-- reports it. The prefix test is the shard's: 'runs/' exactly, case-sensitive.
+CREATE OR REPLACE FUNCTION sandbox_persist._shard_of_stream(path text) RETURNS integer
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF pg_catalog.starts_with($1, 'runs/') THEN
+        RETURN sandbox_persist._shard_of_run(pg_catalog.substr($1, 6));
+    END IF;
+    RETURN coalesce((SELECT p.shard FROM sandbox_persist.stream_placement p WHERE p.path = $1),
+                    pg_catalog.hashtext(coalesce($1, '')));
 END
 $$;
 

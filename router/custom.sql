@@ -4,8 +4,10 @@
 -- Owns: checkpoint_get_parts (a set of rows from the shard that holds the
 -- checkpoint), fork (one shard, or the cross-shard orchestration), the interrupt
 -- batch, artifact_save, lock_renew_many, the blob store (content-addressed keys
--- are stored on every shard), reaper_heartbeat, _reset_for_tests and the
--- router's grant_app_role. Locking rule: none on the router; each shard call is
+-- are stored on every shard), the durable stream writes (fork placement, the
+-- repeated notifications), reaper_heartbeat, _reset_for_tests and the
+-- router's grant_app_role. Locking rule: none on the router (except a
+-- per-path advisory lock serialising stream creates, see stream_create); each shard call is
 -- its own transaction there, so a method that touches several shards is not
 -- atomic across them (each one says what a failure half-way leaves).
 -- Each public function is generated (router/generate.sql) and calls its
@@ -516,7 +518,7 @@ LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM FROM sandbox_persist._all__reset_for_tests();
     TRUNCATE sandbox_persist.thread_placement, sandbox_persist.run_thread_cache,
-        sandbox_persist.upload_placement;
+        sandbox_persist.upload_placement, sandbox_persist.stream_placement;
 END
 $$;
 
@@ -535,6 +537,7 @@ BEGIN
     EXECUTE format('GRANT SELECT ON sandbox_persist.thread_placement TO %s', app_role);
     EXECUTE format('GRANT SELECT, INSERT ON sandbox_persist.run_thread_cache TO %s', app_role);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON sandbox_persist.upload_placement TO %s', app_role);
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE ON sandbox_persist.stream_placement TO %s', app_role);
     EXECUTE format('GRANT USAGE ON FOREIGN SERVER sandbox_persist_shards TO %s', app_role);
     -- As in the extension, the administration routines stay the DBA's.
     PERFORM sandbox_persist._revoke_admin_routines(app_role);
@@ -572,7 +575,7 @@ BEGIN
                   DETAIL = 'revoke_app_role withdraws the grants of an existing role.';
     END IF;
     EXECUTE format('REVOKE EXECUTE ON ALL ROUTINES IN SCHEMA sandbox_persist FROM %s', app_role);
-    EXECUTE format('REVOKE ALL ON sandbox_persist.thread_placement, sandbox_persist.run_thread_cache, sandbox_persist.upload_placement FROM %s', app_role);
+    EXECUTE format('REVOKE ALL ON sandbox_persist.thread_placement, sandbox_persist.run_thread_cache, sandbox_persist.upload_placement, sandbox_persist.stream_placement FROM %s', app_role);
     EXECUTE format('REVOKE USAGE ON FOREIGN SERVER sandbox_persist_shards FROM %s', app_role);
     EXECUTE format('REVOKE USAGE ON SCHEMA sandbox_persist FROM %s', app_role);
 END
@@ -680,7 +683,8 @@ $$;
 -- listens on the router. So the router repeats, in its own transaction (sent
 -- when the caller commits, after the shard has committed), the notifications
 -- a client waits on: a lock release, an event-log append or close, the
--- reaper wake-up. Maintenance's attention and producer-lost notifications stay
+-- reaper wake-up, a durable stream's append, close or delete (the streams
+-- section below). Maintenance's attention and producer-lost notifications stay
 -- on the shards (the adapter's polling fallback covers them).
 
 CREATE OR REPLACE FUNCTION sandbox_persist._on_lock_release(part integer, lock_key text, owner_token text) RETURNS boolean
@@ -796,5 +800,147 @@ BEGIN
             format('{"detached": %s, "due": %s}', counts ->> 'detachedRuns', counts ->> 'dueRuns'));
     END IF;
     RETURN counts;
+END
+$$;
+
+-- ---------------------------------------------------------------- durable streams
+-- A stream lives on the shard of its path (_shard_of_stream in router/base.sql:
+-- a stream_placement pin, else hashtext(path); runs/<run_id> with the run).
+-- A fork reads its source's entries, so it must live on its source's shard:
+-- a fork whose path hashes elsewhere is pinned there. Reads and heads are
+-- `one` routes; creates pin, appends and deletes repeat the shard's
+-- notification on the router (channel sandbox_persist_stream, payload the
+-- stream id: the shard notifies on an append that wrote or closed, and on a
+-- delete; never on a create). Stream ids are per-shard sequences, so two
+-- shards' streams can share an id: a reader is then woken for the other
+-- stream, re-reads and finds nothing new; no wake is lost.
+
+CREATE OR REPLACE FUNCTION sandbox_persist._on_stream_create(part integer, path text, content_type text, options json, body bytea, now_ms bigint)
+RETURNS json LANGUAGE plproxy AS $p$
+    CLUSTER 'sandbox_persist_shards';
+    RUN ON part;
+    SELECT sandbox_persist.stream_create(path, content_type, options, body, now_ms) AS _on_stream_create;
+$p$;
+
+-- Whether a path is taken on a partition: SP701 from its head means free (no
+-- stream, or an expired one, which a create replaces); a stream, a
+-- soft-deleted one (SP702, its path blocked) or any other answer (bad input,
+-- a refused clock) counts as taken, so the create goes there and the shard
+-- answers it.
+CREATE OR REPLACE FUNCTION sandbox_persist._on_stream_head_taken(part integer, path text, now_ms bigint)
+RETURNS json LANGUAGE plproxy AS $p$
+    CLUSTER 'sandbox_persist_shards';
+    RUN ON part;
+    SELECT sandbox_persist.stream_head(path, NULL, now_ms) AS _on_stream_head_taken;
+$p$;
+
+CREATE OR REPLACE FUNCTION sandbox_persist._stream_path_taken(part integer, path text, now_ms bigint) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM sandbox_persist._on_stream_head_taken(part, path, now_ms);
+    RETURN true;
+EXCEPTION WHEN others THEN
+    RETURN SQLSTATE <> 'SP701';
+END
+$$;
+
+-- create: on the path's shard, except a fork whose source lives on another
+-- partition while the path is free on its own: then on the source's
+-- partition, and the path is pinned there once the shard has created (or
+-- found the identical) fork; a refused create pins nothing. A path taken on
+-- its shard is not moved: the create goes there and the shard answers (200
+-- for the identical stream, 409 otherwise, 404 for a source it does not
+-- have). A pin is kept after the stream is deleted, and moved only by a
+-- later fork create at the path while the path is free where it points.
+-- Creates at one path serialise on a router advisory lock (held to the
+-- caller's commit), so two creates racing at a free path cannot land on two
+-- shards. runs/ paths and forks of them are refused by the shard they are
+-- sent to (SP703), before any look-up.
+CREATE OR REPLACE FUNCTION sandbox_persist._custom_stream_create(path text, content_type text, options json DEFAULT NULL::json, body bytea DEFAULT NULL::bytea, now_ms bigint DEFAULT NULL::bigint)
+RETURNS json LANGUAGE plpgsql AS $$
+DECLARE
+    home integer;
+    src text;
+    src_part integer;
+    r json;
+BEGIN
+    IF path IS NOT NULL AND NOT pg_catalog.starts_with(path, 'runs/') THEN
+        PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('sandbox_persist.stream_create'),
+                                                 pg_catalog.hashtext(path));
+    END IF;
+    home := sandbox_persist._partition(sandbox_persist._shard_of_stream(path));
+    IF path IS NOT NULL AND NOT pg_catalog.starts_with(path, 'runs/')
+       AND pg_catalog.json_typeof(options) = 'object'
+       AND pg_catalog.strpos(options::text, '\u') = 0
+       AND pg_catalog.json_typeof(options -> 'forkedFrom') = 'string' THEN
+        src := options ->> 'forkedFrom';
+    END IF;
+    IF src IS NULL OR pg_catalog.starts_with(src, 'runs/') THEN
+        RETURN sandbox_persist._on_stream_create(home, path, content_type, options, body, now_ms);
+    END IF;
+    src_part := sandbox_persist._partition(sandbox_persist._shard_of_stream(src));
+    IF src_part = home OR sandbox_persist._stream_path_taken(home, path, now_ms) THEN
+        RETURN sandbox_persist._on_stream_create(home, path, content_type, options, body, now_ms);
+    END IF;
+    r := sandbox_persist._on_stream_create(src_part, path, content_type, options, body, now_ms);
+    INSERT INTO sandbox_persist.stream_placement (path, shard) VALUES (path, src_part)
+    ON CONFLICT ON CONSTRAINT stream_placement_pkey DO UPDATE SET shard = EXCLUDED.shard;
+    RETURN r;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION sandbox_persist._on_stream_append(part integer, path text, content_type text, body bytea, options json, now_ms bigint)
+RETURNS json LANGUAGE plproxy AS $p$
+    CLUSTER 'sandbox_persist_shards';
+    RUN ON part;
+    SELECT sandbox_persist.stream_append(path, content_type, body, options, now_ms) AS _on_stream_append;
+$p$;
+
+-- append: on the path's shard, then the shard's notification repeated. The
+-- shard notifies an append that wrote (appended) or closed the stream, not a
+-- duplicate; a close-only request on a stream already closed answers
+-- `closed` too without notifying on the shard, and is notified here (the
+-- answers do not tell the two apart): one spurious wake, nothing missed.
+CREATE OR REPLACE FUNCTION sandbox_persist._custom_stream_append(path text, content_type text, body bytea, options json DEFAULT NULL::json, now_ms bigint DEFAULT NULL::bigint)
+RETURNS json LANGUAGE plpgsql AS $$
+DECLARE
+    r json := sandbox_persist._on_stream_append(sandbox_persist._partition(sandbox_persist._shard_of_stream(path)),
+                                                path, content_type, body, options, now_ms);
+BEGIN
+    IF r ->> 'outcome' IN ('appended', 'closed') THEN
+        PERFORM pg_catalog.pg_notify('sandbox_persist_stream', r ->> 'streamId');
+    END IF;
+    RETURN r;
+END
+$$;
+
+-- delete and, in the same statement, the stream's id (its result carries
+-- none): the head is read first (the subquery is not flattened: it calls a
+-- function that is not immutable), and refuses exactly what the delete would
+-- (the same path checks, SP701 for no or an expired stream, SP702 for a
+-- soft-deleted one, the same messages). A runs/ path is not headed (the
+-- head would answer for the run's log): its delete is SP703 on its own.
+-- Should another session delete the stream and create a new one at the path
+-- between the head and the delete's row lock, the id notified is the old
+-- stream's: the new stream's readers then wait for their timeout's re-read.
+CREATE OR REPLACE FUNCTION sandbox_persist._on_stream_delete(part integer, path text, now_ms bigint)
+RETURNS json LANGUAGE plproxy AS $p$
+    CLUSTER 'sandbox_persist_shards';
+    RUN ON part;
+    SELECT pg_catalog.json_build_object('id', h.id, 'r', sandbox_persist.stream_delete(path, now_ms)) AS _on_stream_delete
+    FROM (SELECT CASE WHEN pg_catalog.starts_with(path, 'runs/') THEN NULL
+                      ELSE sandbox_persist.stream_head(path, NULL, now_ms) ->> 'streamId' END AS id
+          OFFSET 0) AS h;
+$p$;
+
+CREATE OR REPLACE FUNCTION sandbox_persist._custom_stream_delete(path text, now_ms bigint DEFAULT NULL::bigint)
+RETURNS json LANGUAGE plpgsql AS $$
+DECLARE
+    a json := sandbox_persist._on_stream_delete(sandbox_persist._partition(sandbox_persist._shard_of_stream(path)), path, now_ms);
+BEGIN
+    IF a ->> 'id' IS NOT NULL THEN
+        PERFORM pg_catalog.pg_notify('sandbox_persist_stream', a ->> 'id');
+    END IF;
+    RETURN a -> 'r';
 END
 $$;

@@ -54,6 +54,13 @@ SELECT format(
     CASE WHEN 'now_ms' = ANY (p.proargnames[1:p.pronargs])
          THEN E'PERFORM sandbox_persist._check_client_clock(now_ms);\n    ' ELSE '' END,
     CASE
+        -- A function with OUT parameters (one row, several columns, e.g.
+        -- stream_read): PL/pgSQL cannot RETURN a value there, so the row is
+        -- selected into the OUT parameters.
+        WHEN o.names IS NOT NULL AND NOT p.proretset AND r.route = 'custom' THEN
+            format('SELECT x.* INTO %s FROM sandbox_persist.%I(%s) AS x;', o.names, '_custom_' || p.proname, a.names)
+        WHEN o.names IS NOT NULL AND NOT p.proretset AND r.route = 'one' THEN
+            format('SELECT x.* INTO %s FROM sandbox_persist.%I(%s, %s) AS x;', o.names, '_on_' || p.proname, r.expr, a.names)
         WHEN r.route = 'custom' AND p.proretset THEN
             format('RETURN QUERY SELECT * FROM sandbox_persist.%I(%s);', '_custom_' || p.proname, a.names)
         WHEN r.route = 'custom' AND p.prorettype = 'void'::regtype THEN
@@ -75,18 +82,31 @@ SELECT format(
         '_on_' || p.proname, pg_get_function_identity_arguments(p.oid),
         CASE WHEN p.prorettype = 'void'::regtype THEN 'SETOF integer' ELSE pg_get_function_result(p.oid) END,
         CASE WHEN p.prorettype = 'void'::regtype
-             THEN format('SELECT 1 AS %I FROM sandbox_persist.%I(%s) AS v;', '_on_' || p.proname, p.proname, a.names)
-             ELSE format('SELECT sandbox_persist.%I(%s) AS %I;', p.proname, a.names, '_on_' || p.proname) END)
+             THEN format('SELECT 1 AS %I FROM sandbox_persist.%I(%s) AS v;', '_on_' || p.proname, p.proname, a.on_names)
+             -- OUT parameters (in the identity arguments): PL/Proxy matches the columns by name.
+             WHEN o.names IS NOT NULL
+             THEN format('SELECT x.* FROM sandbox_persist.%I(%s) AS x;', p.proname, a.on_names)
+             ELSE format('SELECT sandbox_persist.%I(%s) AS %I;', p.proname, a.on_names, '_on_' || p.proname) END)
     WHEN 'all' THEN format(
         E'\nCREATE OR REPLACE FUNCTION sandbox_persist.%I(%s) RETURNS SETOF %s\n'
         'LANGUAGE plproxy AS $p$ CLUSTER ''sandbox_persist_shards''; RUN ON ALL; SELECT sandbox_persist.%I(%s) AS %I; $p$;',
         '_all_' || p.proname, pg_get_function_identity_arguments(p.oid), pg_get_function_result(p.oid),
-        p.proname, a.names, '_all_' || p.proname)
+        p.proname, a.all_names, '_all_' || p.proname)
     ELSE '' END
 FROM pg_proc p
 JOIN routes r ON r.fn = p.proname
-CROSS JOIN LATERAL (SELECT coalesce(string_agg(quote_ident(n), ', ' ORDER BY i), '') AS names
+CROSS JOIN LATERAL (SELECT coalesce(string_agg(quote_ident(n), ', ' ORDER BY i), '') AS names,
+                           -- In a PL/Proxy query an argument is named bare or by
+                           -- position: a name that needs quotes ("offset") goes by
+                           -- position ($1 is part in an _on_ function).
+                           coalesce(string_agg(CASE WHEN quote_ident(n) = n THEN n ELSE '$' || (i + 1) END,
+                                               ', ' ORDER BY i), '') AS on_names,
+                           coalesce(string_agg(CASE WHEN quote_ident(n) = n THEN n ELSE '$' || i END,
+                                               ', ' ORDER BY i), '') AS all_names
                     FROM unnest(p.proargnames[1:p.pronargs]) WITH ORDINALITY AS u(n, i)) AS a
+CROSS JOIN LATERAL (SELECT string_agg(quote_ident(u.n), ', ' ORDER BY u.i) AS names
+                    FROM unnest(p.proargnames, p.proargmodes) WITH ORDINALITY AS u(n, m, i)
+                    WHERE u.m IN ('o', 'b')) AS o
 WHERE p.pronamespace = 'sandbox_persist'::regnamespace AND r.route <> 'shard'
 -- Inner functions before the wrappers that call them: plpgsql resolves names
 -- at call time, but keep the output readable.

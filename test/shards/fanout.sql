@@ -1,10 +1,11 @@
 -- pgTAP, run on the router of scripts/shards.sh (2 shards): placement,
 -- fan-out merges, id-only reads, blobs on the shards of their references,
--- errors as the shards raise them. Cases SH1-SH12 (docs/sharding.md).
+-- errors as the shards raise them, durable streams by path. Cases SH1-SH12
+-- (docs/sharding.md).
 -- The shard calls commit on the shards as they run (PL/Proxy), so the suite
 -- starts from _reset_for_tests() instead of relying on its ROLLBACK.
 BEGIN;
-SELECT plan(69);
+SELECT plan(102);
 SELECT sandbox_persist._reset_for_tests();
 
 \set d '86400000::bigint'
@@ -244,6 +245,85 @@ SELECT ok(NOT has_schema_privilege('sh_app', 'sandbox_persist', 'USAGE')
           AND NOT has_function_privilege('sh_app', format('sandbox_persist.message_load_thread(text)'), 'EXECUTE'),
     'SH11.5 revoke_app_role withdraws the schema and the functions');
 SELECT lives_ok('DROP ROLE sh_app', 'SH11.6 after which the role can be dropped');
+
+------------------------------------------------------------------------------
+-- SH12: durable streams by path; a fork on its source's shard (a pin when its
+-- path hashes elsewhere); runs/<run_id> with the run.
+------------------------------------------------------------------------------
+SELECT sandbox_persist._reset_for_tests();
+SELECT shard_test.key_on('st-src/', 0) AS ssrc, shard_test.key_on('st-fork/', 1) AS sfork,
+       shard_test.key_on('st-home/', 1) AS shome, shard_test.key_on('st-fork0/', 0) AS sfork0,
+       shard_test.key_on('st-plain/', 1) AS splain \gset
+CREATE FUNCTION pg_temp.stream_on(part integer, p text) RETURNS text LANGUAGE sql AS $$
+    SELECT pg_temp.on(part, format('SELECT count(*)::text FROM sandbox_persist.streams WHERE path = %L', p))
+$$;
+CREATE FUNCTION pg_temp.fork_of(src text) RETURNS json LANGUAGE sql AS $$
+    SELECT json_build_object('forkedFrom', src)
+$$;
+SELECT is(sandbox_persist.stream_create(:'splain', 'text/plain', NULL, 'p') ->> 'created', 'true', 'SH12.1 a create through the router');
+SELECT is(pg_temp.stream_on(1, :'splain') || pg_temp.stream_on(0, :'splain'), '10',
+    'SH12.2 a stream is stored on the shard of hashtext(path) only');
+SELECT is(encode((SELECT body FROM sandbox_persist.stream_read(:'splain')), 'escape'), 'p', 'SH12.3 ... and read from there');
+SELECT sandbox_persist.stream_create(:'ssrc', 'text/plain', NULL, 'abc');
+SELECT is(sandbox_persist.stream_create(:'sfork', 'text/plain', pg_temp.fork_of(:'ssrc')) ->> 'created', 'true',
+    'SH12.4 a fork whose path hashes to the other shard is created');
+SELECT is(pg_temp.stream_on(0, :'sfork') || pg_temp.stream_on(1, :'sfork'), '10', 'SH12.5 ... on its source''s shard');
+SELECT is((SELECT shard FROM sandbox_persist.stream_placement WHERE path = :'sfork'), 0, 'SH12.6 ... its path pinned there');
+SELECT is(encode((SELECT body FROM sandbox_persist.stream_read(:'sfork')), 'escape'), 'abc',
+    'SH12.7 the fork is read through the router (its source''s entries)');
+SELECT is(sandbox_persist.stream_append(:'sfork', 'text/plain', 'def') ->> 'outcome', 'appended', 'SH12.8 appended through the router');
+SELECT is(encode((SELECT body FROM sandbox_persist.stream_read(:'sfork')), 'escape'), 'abcdef', 'SH12.9 ... and read back');
+SELECT is(sandbox_persist.stream_head(:'sfork') ->> 'nextOffset', '0000000000000000_0000000000000002', 'SH12.10 head through the router');
+SELECT is(encode((SELECT body FROM sandbox_persist.stream_read(:'ssrc')), 'escape'), 'abc', 'SH12.11 the source is unchanged');
+SELECT is(sandbox_persist.stream_create(:'sfork', 'text/plain', pg_temp.fork_of(:'ssrc')) ->> 'created', 'false',
+    'SH12.12 the same fork create again is created: false (the pinned shard answers)');
+SELECT is((SELECT count(*) FROM sandbox_persist.stream_placement), 1::bigint, 'SH12.13 one pin, created once');
+SELECT is(sandbox_persist.stream_delete(:'ssrc')::text, '{"softDeleted":true}',
+    'SH12.14 the source is soft-deleted (its fork on the same shard reads through it)');
+SELECT is(sandbox_persist.stream_delete(:'sfork')::text, '{"softDeleted":false}', 'SH12.15 the fork is deleted through the router');
+SELECT is(pg_temp.on(0, 'SELECT count(*)::text FROM sandbox_persist.streams WHERE path IS NOT NULL'), '0',
+    'SH12.16 ... which frees its source too (the cascade ran on their shard)');
+SELECT is(split_part(pg_temp.err(format('SELECT sandbox_persist.stream_read(%L)', :'sfork')), '|', 1), 'SP701',
+    'SH12.17 a read of the deleted fork is SP701');
+SELECT is((SELECT shard FROM sandbox_persist.stream_placement WHERE path = :'sfork'), 0, 'SH12.18 the pin is kept after the delete');
+SELECT sandbox_persist.stream_create(:'sfork', 'text/plain', NULL, 'again');
+SELECT is(pg_temp.stream_on(0, :'sfork') || pg_temp.stream_on(1, :'sfork'), '10',
+    'SH12.19 a later plain create at the pinned path goes to the pinned shard');
+-- A fork at a path already taken on its home shard: the create goes there
+-- and the shard answers; nothing is pinned.
+SELECT sandbox_persist.stream_create(:'ssrc', 'text/plain', NULL, 'abc');
+SELECT sandbox_persist.stream_create(:'shome', 'text/plain', NULL, 'xyz');
+SELECT is(split_part(pg_temp.err(format('SELECT sandbox_persist.stream_create(%L, ''text/plain'', %L)', :'shome', pg_temp.fork_of(:'ssrc'))), '|', 1),
+    'SP703', 'SH12.20 a fork create at a path taken on its home shard is answered there (409)');
+SELECT is(sandbox_persist.stream_create(:'shome', 'text/plain', NULL, 'xyz') ->> 'created', 'false',
+    'SH12.21 ... and the identical create is created: false there (200)');
+SELECT is((SELECT count(*) FROM sandbox_persist.stream_placement WHERE path = :'shome'), 0::bigint, 'SH12.22 ... with no pin');
+SELECT is(pg_temp.stream_on(0, :'shome') || pg_temp.stream_on(1, :'shome'), '01', 'SH12.23 ... and no copy on the source''s shard');
+SELECT is(split_part(pg_temp.err(format('SELECT sandbox_persist.stream_create(%L, ''text/plain'', %L)', shard_test.key_on('st-none/', 1), pg_temp.fork_of(:'ssrc' || '-none'))), '|', 1),
+    'SP701', 'SH12.24 a fork of a missing source is SP701');
+SELECT is((SELECT count(*) FROM sandbox_persist.stream_placement WHERE path <> :'sfork'), 0::bigint, 'SH12.25 ... and pins nothing');
+SELECT is(sandbox_persist.stream_create(:'sfork0', 'text/plain', pg_temp.fork_of(:'ssrc')) ->> 'created', 'true',
+    'SH12.26 a fork whose path hashes to its source''s shard is created there');
+SELECT is(pg_temp.stream_on(0, :'sfork0') || '/' || (SELECT count(*) FROM sandbox_persist.stream_placement WHERE path = :'sfork0'),
+    '1/0', 'SH12.27 ... without a pin');
+-- runs/<run_id>: the run's event log, on the run's shard (not the hash of the path or run id).
+SELECT shard_test.key_on('st-run-', 0) AS srun \gset
+SELECT sandbox_persist.run_create_or_resume(json_build_object('runId', :'srun', 'threadId', :'t1', 'startedAt', 1));
+SELECT sandbox_persist.event_log_append(:'srun', '[{"type":"a"}]');
+SELECT is(sandbox_persist._partition(sandbox_persist._shard_of_stream('runs/' || :'srun')), 1,
+    'SH12.28 runs/<run_id> goes to the run''s shard (the run id hashes to the other)');
+SELECT is(encode((SELECT body FROM sandbox_persist.stream_read('runs/' || :'srun')), 'escape'), '[{"type":"a"}]',
+    'SH12.29 a run''s log is read at runs/<run_id> through the router');
+SELECT is(sandbox_persist.stream_head('runs/' || :'srun') ->> 'streamId', 'eventLog:' || (sandbox_persist.event_log_read(:'srun', 0, 0) ->> 'logId'),
+    'SH12.30 ... and headed');
+SELECT is(split_part(pg_temp.err(format('SELECT sandbox_persist.stream_append(%L, ''application/json'', ''[1]'')', 'runs/' || :'srun')), '|', 1)
+          || split_part(pg_temp.err(format('SELECT sandbox_persist.stream_delete(%L)', 'runs/' || :'srun')), '|', 1)
+          || split_part(pg_temp.err(format('SELECT sandbox_persist.stream_create(%L, ''application/json'')', 'runs/' || :'srun')), '|', 1),
+    'SP703SP703SP703', 'SH12.31 writes at runs/ are refused by the run''s shard');
+SELECT is(split_part(pg_temp.err(format('SELECT sandbox_persist.stream_create(%L, ''text/plain'', %L)', :'splain' || 'x', pg_temp.fork_of('runs/' || :'srun'))), '|', 1),
+    'SP703', 'SH12.32 a fork of a runs/ path is refused');
+SELECT sandbox_persist._reset_for_tests();
+SELECT is((SELECT count(*) FROM sandbox_persist.stream_placement), 0::bigint, 'SH12.33 _reset_for_tests() empties the stream pins');
 
 SELECT * FROM finish();
 ROLLBACK;

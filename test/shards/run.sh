@@ -3,7 +3,8 @@
 # (scripts/shards.sh), then through the router
 #   1. the routing table against the shard's catalog (a function without a
 #      route, or a route without a function, fails the install), and an
-#      append's notification on the router against the shard's (E15),
+#      append's notification on the router against the shard's (E15; a
+#      durable stream's append, close and delete),
 #   2. the pgTAP store suites that use the SQL interface only (STORE_SUITES),
 #   3. the fan-out suite test/shards/fanout.sql (placement, merges, id-only
 #      reads, blobs on the shards of their references, errors),
@@ -123,7 +124,29 @@ if [ "$(sed -n 1p <<<"$routed")" = 0 ] && [ "$(sed -n 3p <<<"$routed")" = "$rout
 else
     fail "notify: a first or a repeated append through the router: '$(tr '\n' '|' <<<"$routed")' (log $routed_id, direct $direct_id)"
 fi
-echo "notify: $notify_ok of 2 checks passed"
+# A durable stream's notifications through the router are the shard's: the
+# stream id, for an append that wrote, a close and a delete; none for a
+# create (even with a body) or a duplicate append. The same calls on a router
+# path and straight on shard 0; each output is the stream id, then the payloads.
+stream_notices() { # dsn path
+    local append="SELECT 1 FROM sandbox_persist.stream_append('$2', 'text/plain', 'b',
+        '{\"producerId\":\"p\",\"producerEpoch\":0,\"producerSeq\":0}')"
+    psql -X -q -At -d "$1" -c "LISTEN sandbox_persist_stream" \
+        -c "SELECT sandbox_persist.stream_create('$2', 'text/plain', NULL, 'a') ->> 'streamId'" \
+        -c "$append" -c "$append" \
+        -c "SELECT 1 FROM sandbox_persist.stream_append('$2', NULL, NULL, '{\"close\":true}')" \
+        -c "SELECT 1 FROM sandbox_persist.stream_delete('$2')" 2>&1 |
+        sed -n -e '1p' -e 's/^Asynchronous notification "sandbox_persist_stream" with payload "\(.*\)" received from server process.*/\1/p'
+}
+routed=$(stream_notices "$PGDATABASE" ds-notify-routed)
+direct=$(stream_notices "$SHARD_0_DSN" ds-notify-direct)
+expect() { local id; id=$(sed -n 1p <<<"$1"); printf '%s\n%s\n%s\n%s' "$id" "$id" "$id" "$id"; }
+if [ -n "$(sed -n 1p <<<"$routed")" ] && [ "$routed" = "$(expect "$routed")" ] && [ "$direct" = "$(expect "$direct")" ]; then
+    notify_ok=$((notify_ok + 1))
+else
+    fail "notify: a stream's notifications through the router differ from the shard's: routed '$(tr '\n' '|' <<<"$routed")', direct '$(tr '\n' '|' <<<"$direct")'"
+fi
+echo "notify: $notify_ok of 3 checks passed"
 
 # Test helpers: table mirrors and shard_test on the router, shard_test.exec on each shard.
 for ((i = 0; i < SHARD_COUNT; i++)); do
@@ -152,10 +175,8 @@ if [ -z "${SHARDS_SKIP_NODE:-}" ]; then
         # dist/: the shutdown cases run the built adapter in a child process and the
         # README check imports it; make test-shards alone on a fresh clone has none.
         npm run --silent build || exit 1
-        # The stream server's files (streams_*.test.ts) are not run here: the
-        # stream functions are per shard, not on the router (router/routes.tsv).
         npx vitest run --no-file-parallelism --reporter=default --reporter=json --outputFile.json="$report" \
-            --exclude 'test/streams_*.test.ts' -t "^(?!.*($NODE_EXCLUDED)).*\$"
+            -t "^(?!.*($NODE_EXCLUDED)).*\$"
     ) || fail "Node adapter suite through the router"
     node_line=$(node -e '
       const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
@@ -177,5 +198,5 @@ fi
 elapsed=$(($(date +%s) - started))
 status=pass
 [ ${#failures[@]} -eq 0 ] || status="FAIL (${failures[*]})"
-echo "summary: shards: $status; routes $routes_ok/3; notify $notify_ok/2; pgTAP ${pgtap_line}; node ${node_line}; ${xs_line:-cross-shard: no summary}; ${elapsed}s"
+echo "summary: shards: $status; routes $routes_ok/3; notify $notify_ok/3; pgTAP ${pgtap_line}; node ${node_line}; ${xs_line:-cross-shard: no summary}; ${elapsed}s"
 [ ${#failures[@]} -eq 0 ]

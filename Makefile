@@ -57,6 +57,7 @@ OBJS = \
 	src/stream_bodies.o \
 	src/stream_offsets.o \
 	src/stream_reads.o \
+	src/stream_pages.o \
 	src/stream_run_logs.o \
 	src/stream_purge.o \
 	src/row_counts.o \

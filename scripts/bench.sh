@@ -8,7 +8,9 @@
 # The suites' line format is in bench/README.md ("Suite format").
 #
 #   QUICK=1 bash scripts/bench.sh        short mode: each suite ~30 s, once (sync off)
-#   BENCH_SUITES="stores scaling"        run only these suites (names without .sh)
+#   BENCH_SUITES="stores scaling"        run only these suites (names without .sh):
+#                                        their lines in raw.tsv are replaced, the
+#                                        other suites' results kept
 #   BENCH_REPORT_ONLY=1                  no run: redraw the plots and rewrite
 #                                        report.md from bench/results/raw.tsv
 #   SANDBOX_PERSIST_BENCH_PORT=N         the cluster's port (default: the
@@ -70,9 +72,19 @@ else
         || { echo "bench: cannot configure the cluster" >&2; exit 2; }
     sleep 1
 
-    rm -rf "$RESULTS"
+    if [ -n "${BENCH_SUITES:-}" ] && [ -s "$RAW" ]; then
+        # A run of some suites replaces their lines and logs only: the other
+        # suites' results stay in raw.tsv, and every plot is redrawn from it.
+        kept=$(mktemp)
+        awk -F'\t' -v chosen=" $BENCH_SUITES " 'index(chosen, " " $1 " ") == 0' "$RAW" >"$kept"
+        mv "$kept" "$RAW"
+        for s in $BENCH_SUITES; do rm -f "$RESULTS/logs/$s".*; done
+        rm -f "$RESULTS"/*.png
+    else
+        rm -rf "$RESULTS"
+        : >"$RAW"
+    fi
     mkdir -p "$RESULTS/logs"
-    : >"$RAW"
     : >"$FAILURES"
     # A suite may not run for ever: QUICK suites get 3 minutes, full ones 20,
     # scale 40 (it builds a database of ~6 GB first, then measures for up to 19).
@@ -116,11 +128,21 @@ else
         fi
     done
     # what the report says about the run (kept for BENCH_REPORT_ONLY)
-    echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)," \
-        "$(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')), load average at the end" \
-        "$(cut -d' ' -f1-3 /proc/loadavg), $(psql -XAtc "SELECT split_part(version(), ' on ', 1)")," \
-        "shared_buffers $(psql -XAtc 'SHOW shared_buffers'), fsync on, QUICK=$QUICK; the suites took" \
-        "$(( $(date +%s) - started )) s." >"$RESULTS/run.txt"
+    run="$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown),"
+    run+=" $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')), load average at the end"
+    run+=" $(cut -d' ' -f1-3 /proc/loadavg), $(psql -XAtc "SELECT split_part(version(), ' on ', 1)"),"
+    run+=" shared_buffers $(psql -XAtc 'SHOW shared_buffers'), fsync on, QUICK=$QUICK; the suites took"
+    run+=" $(( $(date +%s) - started )) s."
+    if [ -n "${BENCH_SUITES:-}" ] && [ -f "$RESULTS/run.txt" ]; then
+        # one line per partial run, after the lines of the runs it did not replace
+        names=$(echo $BENCH_SUITES)   # one space between names
+        if [ "${names// /}" = "$names" ]; then label="Suite $names:"; else label="Suites ${names// /, }:"; fi
+        grep -vF -- "$label" "$RESULTS/run.txt" >"$RESULTS/run.txt.new" || true
+        echo "$label $run" >>"$RESULTS/run.txt.new"
+        mv "$RESULTS/run.txt.new" "$RESULTS/run.txt"
+    else
+        echo "$run" >"$RESULTS/run.txt"
+    fi
 fi
 
 # ---------------------------------------------------------------- plots

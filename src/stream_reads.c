@@ -34,9 +34,6 @@ PG_FUNCTION_INFO_V1(stream_read);
 /* The fraction of the TTL a touch may lag behind (§4 rule 3). */
 #define STREAM_TOUCH_DIVISOR 16
 
-/* Entries fetched from the read cursor at a time. */
-#define STREAM_READ_BATCH 16
-
 /*
  * The entries ($2, $3] of stream $1 through its fork chain, in seq order:
  * each stream of the chain serves (its fork_seq, the fork point of the
@@ -136,65 +133,6 @@ StreamTouch(const StreamRow *row, int64 now)
 	SpArgInt64(&args, now);
 	SpArgInt64(&args, SpTimeBefore(now, interval));
 	SpExec(&stream_touch, &args, false, 0);
-}
-
-/*
- * Page whole entries from an open cursor into body (in the caller's context
- * `outer`): each row's `data` column (bytea or json: its bytes as stored),
- * joined by ',' when join (JSON: the inside of an array), at most max_bytes
- * (at least one entry); *next_seq, and *next_epoch when epochs (a column
- * `epoch`), get the last one's. Closes the cursor. Inside SPI. Shared by
- * protocol streams and run logs (stream_run_logs.c).
- */
-void
-StreamPageEntries(Portal portal, bool epochs, bool join, int64 max_bytes, MemoryContext outer,
-				  StringInfo body, int64 *next_epoch, int64 *next_seq)
-{
-	int64		bytes = 0;
-	int64		taken = 0;
-	bool		full = false;
-
-	while (!full)
-	{
-		int			col_seq;
-		int			col_epoch;
-		int			col_data;
-
-		SPI_cursor_fetch(portal, true, STREAM_READ_BATCH);
-		if (SPI_processed == 0)
-			break;
-		col_seq = SpColumn("seq");
-		col_epoch = epochs ? SpColumn("epoch") : 0;
-		col_data = SpColumn("data");
-		for (uint64 i = 0; i < SPI_processed; i++)
-		{
-			bool		isnull;
-			struct varlena *data = PG_DETOAST_DATUM_PACKED(SPI_getbinval(SPI_tuptable->vals[i],
-																		 SPI_tuptable->tupdesc,
-																		 col_data, &isnull));
-			int			len = VARSIZE_ANY_EXHDR(data);
-			int64		cost = len + (join && taken > 0 ? 1 : 0);
-			MemoryContext spi;
-
-			if (taken > 0 && bytes + cost > max_bytes)
-			{
-				full = true;
-				break;
-			}
-			spi = MemoryContextSwitchTo(outer);
-			if (join && taken > 0)
-				appendStringInfoChar(body, ',');
-			appendBinaryStringInfo(body, VARDATA_ANY(data), len);
-			MemoryContextSwitchTo(spi);
-			bytes += cost;
-			taken++;
-			SpGetInt64(i, col_seq, next_seq);
-			if (epochs)
-				SpGetInt64(i, col_epoch, next_epoch);
-		}
-		SPI_freetuptable(SPI_tuptable);
-	}
-	SPI_cursor_close(portal);
 }
 
 /*

@@ -141,11 +141,13 @@ extern void StreamAppendOffset(StringInfo buf, int64 epoch, int64 seq);
 extern StreamOffsetKind StreamParseOffset(const char *text, int64 *epoch, int64 *seq);
 
 /* stream_reads.c */
+extern bool StreamEntryAt(int64 stream_id, int64 seq, int64 *epoch, int64 *message_count,
+						  bytea **data);
+
+/* stream_pages.c */
 extern void StreamPageEntries(Portal portal, bool epochs, bool join, int64 max_bytes,
 							  MemoryContext outer, StringInfo body, int64 *next_epoch,
 							  int64 *next_seq);
-extern bool StreamEntryAt(int64 stream_id, int64 seq, int64 *epoch, int64 *message_count,
-						  bytea **data);
 
 /* stream_run_logs.c */
 extern bool StreamIsRunLogPath(const char *path);

@@ -544,6 +544,7 @@ typedef struct CkptParts
 {
 	Datum		record;			/* the first row, NULL once returned */
 	ConvParts  *conversation;	/* the rows after it */
+	ExprContext *econtext;		/* where ConvPartsClose is registered, or NULL */
 } CkptParts;
 
 /*
@@ -592,9 +593,13 @@ checkpoint_get_parts(PG_FUNCTION_ARGS)
 															  CKPT_COL_CONV_RANGES, &isnull));
 			MemoryContextSwitchTo(funcctx->multi_call_memory_ctx);
 			/* a caller that stops early (LIMIT) closes the cursor here */
+			state->econtext = NULL;
 			if (rsinfo != NULL && IsA(rsinfo, ReturnSetInfo))
-				RegisterExprContextCallback(rsinfo->econtext, ConvPartsClose,
+			{
+				state->econtext = rsinfo->econtext;
+				RegisterExprContextCallback(state->econtext, ConvPartsClose,
 											PointerGetDatum(state->conversation));
+			}
 			funcctx->user_fctx = state;
 		}
 		SPI_finish();
@@ -613,6 +618,11 @@ checkpoint_get_parts(PG_FUNCTION_ARGS)
 	}
 	if ((part = ConvPartsNext(state->conversation)) != NULL)
 		SRF_RETURN_NEXT(funcctx, PointerGetDatum(part));
+	/* SRF_RETURN_DONE frees the multi-call context the callback's argument is in */
+	if (state->econtext != NULL)
+		UnregisterExprContextCallback(state->econtext, ConvPartsClose,
+									  PointerGetDatum(state->conversation));
+	ConvPartsClose(PointerGetDatum(state->conversation));
 	SRF_RETURN_DONE(funcctx);
 }
 

@@ -18,6 +18,13 @@
 #include "contract.h"
 #include "errors.h"
 
+/* PostgreSQL 18 spells "never returns" as a prefix, earlier majors as an attribute. */
+#ifdef pg_noreturn
+#define SP_NORETURN pg_noreturn
+#else
+#define SP_NORETURN pg_attribute_noreturn()
+#endif
+
 /* Largest integer a JavaScript number represents exactly: 2^53 - 1. */
 #define SP_MAX_SAFE_INTEGER INT64CONST(9007199254740991)
 

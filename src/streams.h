@@ -151,7 +151,7 @@ extern void StreamPageEntries(Portal portal, bool epochs, bool join, int64 max_b
 
 /* stream_run_logs.c */
 extern bool StreamIsRunLogPath(const char *path);
-extern void StreamRefuseRunLogWrite(const char *path, const char *what) pg_attribute_noreturn();
+extern SP_NORETURN void StreamRefuseRunLogWrite(const char *path, const char *what);
 extern Datum StreamRunLogRead(FunctionCallInfo fcinfo, const char *path, const char *offset,
 							  StreamOffsetKind kind, int64 epoch, int64 seq, int64 max_bytes);
 extern Datum StreamRunLogHead(const char *path);

@@ -151,13 +151,6 @@ SpRaiseCheckpoint(const SpProblem *p, bool identifier)
 			 "%s %s.", p->field, SpProblemPhrase(p));
 }
 
-/* PostgreSQL 18 spells "never returns" as a prefix, earlier majors as an attribute. */
-#ifdef pg_noreturn
-#define SP_NORETURN pg_noreturn
-#else
-#define SP_NORETURN pg_attribute_noreturn()
-#endif
-
 static SP_NORETURN void SpCheckFail(SpCheckPolicy policy, const SpProblem *p);
 
 /* Raise the error `policy` gives for problem p. */

@@ -53,6 +53,7 @@ OBJS = \
 	src/takeovers.o \
 	src/event_log.o \
 	src/streams.o \
+	src/stream_writes.o \
 	src/stream_create.o \
 	src/stream_bodies.o \
 	src/stream_offsets.o \
@@ -60,6 +61,9 @@ OBJS = \
 	src/stream_pages.o \
 	src/stream_run_logs.o \
 	src/stream_purge.o \
+	src/stream_subscriptions.o \
+	src/stream_subscription_rules.o \
+	src/stream_wakes.o \
 	src/row_counts.o \
 	src/maintenance.o \
 	src/maintenance_health.o

@@ -1070,6 +1070,180 @@ COMMENT ON FUNCTION sandbox_persist.stream_read(path text, "offset" text, max_by
 
 COMMENT ON FUNCTION sandbox_persist.stream_head(path text, producer_id text, now_ms bigint) IS 'Durable stream head (docs/contract/streams.md §4): json {streamId, contentType, nextOffset, closed, ttlSeconds?, expiresAt?, producer?: {epoch, lastSeq}}; does not renew the TTL. A path runs/<run_id> answers for that run''s event log (streams.md §1): {streamId, contentType, nextOffset, closed}.';
 
+------------------------------------------------------------------------------
+-- Stream subscriptions (docs/contract/streams.md §7; the Durable Streams
+-- protocol's §6-7): durable cursors over streams that wake a worker by
+-- webhook or by an event in a pull-wake stream, with a generation that fences
+-- stale callbacks and a lease. Two new tables and the functions below;
+-- stream_create links a new stream to the subscriptions whose pattern it
+-- matches, stream_append wakes the idle subscriptions of the stream it
+-- appended to, stream_delete drops the stream's links.
+
+-- table stream_subscriptions
+CREATE TABLE sandbox_persist.stream_subscriptions (
+    subscription_id text NOT NULL COLLATE pg_catalog."C",
+    kind text NOT NULL COLLATE pg_catalog."C",
+    pattern text COLLATE pg_catalog."C",
+    webhook_url text COLLATE pg_catalog."C",
+    wake_stream text COLLATE pg_catalog."C",
+    lease_ttl_ms integer NOT NULL,
+    description text COLLATE pg_catalog."C",
+    config text NOT NULL COLLATE pg_catalog."C",
+    created_at bigint NOT NULL,
+    generation bigint DEFAULT 0 NOT NULL,
+    wake_id text COLLATE pg_catalog."C",
+    wake_snapshot json,
+    token_hash bytea,
+    holder text COLLATE pg_catalog."C",
+    lease_expires_at bigint,
+    delivery_due_at bigint,
+    failed_attempts integer DEFAULT 0 NOT NULL,
+    CONSTRAINT stream_subscriptions_kind_check CHECK ((kind = ANY (ARRAY['webhook'::text, 'pull-wake'::text]))),
+    CONSTRAINT stream_subscriptions_delivery CHECK (((kind = 'webhook'::text) = (webhook_url IS NOT NULL)) AND ((kind = 'pull-wake'::text) = (wake_stream IS NOT NULL))),
+    CONSTRAINT stream_subscriptions_lease_ttl_ms_check CHECK (((lease_ttl_ms >= 1000) AND (lease_ttl_ms <= 600000)))
+);
+
+COMMENT ON TABLE sandbox_persist.stream_subscriptions IS 'Durable stream subscriptions (docs/contract/streams.md §7): the configuration as given (config is its canonical text, compared on re-confirmation), the current wake (generation, wake_id, the stream tails it was issued for), the bearer token''s SHA-256, the pull-wake holder and lease, and the webhook delivery schedule.';
+
+COMMENT ON COLUMN sandbox_persist.stream_subscriptions.wake_id IS 'The wake in flight, NULL while the subscription is idle; a callback, ack or release must name it and the generation.';
+
+COMMENT ON COLUMN sandbox_persist.stream_subscriptions.delivery_due_at IS 'When the webhook of the current wake is due to be sent (ms); moved ahead while a server delivers it, NULL once delivered (then lease_expires_at bounds the wait for the callback).';
+
+-- table stream_subscription_links
+CREATE TABLE sandbox_persist.stream_subscription_links (
+    subscription_id text NOT NULL COLLATE pg_catalog."C",
+    path text NOT NULL COLLATE pg_catalog."C",
+    explicit boolean NOT NULL,
+    glob boolean NOT NULL,
+    acked_offset text NOT NULL COLLATE pg_catalog."C",
+    CONSTRAINT stream_subscription_links_kind CHECK ((explicit OR glob))
+);
+
+COMMENT ON TABLE sandbox_persist.stream_subscription_links IS 'The streams of each subscription: linked explicitly, by its pattern or both, with the last offset acknowledged (inclusive); a stream has pending work while its tail sorts after acked_offset.';
+
+-- constraint stream_subscriptions stream_subscriptions_pkey
+ALTER TABLE ONLY sandbox_persist.stream_subscriptions
+    ADD CONSTRAINT stream_subscriptions_pkey PRIMARY KEY (subscription_id);
+
+-- constraint stream_subscription_links stream_subscription_links_pkey
+ALTER TABLE ONLY sandbox_persist.stream_subscription_links
+    ADD CONSTRAINT stream_subscription_links_pkey PRIMARY KEY (subscription_id, path);
+
+-- fk stream_subscription_links stream_subscription_links_subscription_id_fkey
+ALTER TABLE ONLY sandbox_persist.stream_subscription_links
+    ADD CONSTRAINT stream_subscription_links_subscription_id_fkey FOREIGN KEY (subscription_id) REFERENCES sandbox_persist.stream_subscriptions(subscription_id) ON DELETE CASCADE;
+
+-- index stream_subscription_links_path
+CREATE INDEX stream_subscription_links_path ON sandbox_persist.stream_subscription_links USING btree (path);
+
+COMMENT ON INDEX sandbox_persist.stream_subscription_links_path IS 'The subscriptions of a stream: an append finds the ones to wake with one probe (none for a stream nobody subscribed to).';
+
+-- index stream_subscriptions_due
+CREATE INDEX stream_subscriptions_due ON sandbox_persist.stream_subscriptions USING btree (delivery_due_at) WHERE (delivery_due_at IS NOT NULL);
+
+COMMENT ON INDEX sandbox_persist.stream_subscriptions_due IS 'The webhook deliveries owed, soonest first (stream_subscription_deliveries).';
+
+-- index stream_subscriptions_leases
+CREATE INDEX stream_subscriptions_leases ON sandbox_persist.stream_subscriptions USING btree (lease_expires_at) WHERE ((lease_expires_at IS NOT NULL) AND (delivery_due_at IS NULL));
+
+COMMENT ON INDEX sandbox_persist.stream_subscriptions_leases IS 'The leases running (a delivered webhook awaiting its callback, a claimed pull-wake), soonest expiry first (stream_subscription_deliveries expires them).';
+
+-- index stream_subscriptions_patterns
+CREATE INDEX stream_subscriptions_patterns ON sandbox_persist.stream_subscriptions USING btree (subscription_id) INCLUDE (pattern) WHERE (pattern IS NOT NULL);
+
+COMMENT ON INDEX sandbox_persist.stream_subscriptions_patterns IS 'The subscriptions with a pattern, which a new stream is matched against (stream_create).';
+
+SELECT pg_catalog.pg_extension_config_dump('stream_subscriptions', '');
+SELECT pg_catalog.pg_extension_config_dump('stream_subscription_links', '');
+
+-- function stream_glob_match(text, text)
+CREATE FUNCTION sandbox_persist.stream_glob_match(pattern text, path text) RETURNS boolean
+    LANGUAGE c IMMUTABLE STRICT SECURITY DEFINER PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'stream_glob_match';
+
+COMMENT ON FUNCTION sandbox_persist.stream_glob_match(pattern text, path text) IS 'Whether a stream path matches a subscription pattern (docs/contract/streams.md §7): segments split at /, * within a segment matches any run of characters but /, a whole segment ** matches zero or more segments.';
+
+-- function stream_subscription_put(text, json, bigint)
+CREATE FUNCTION sandbox_persist.stream_subscription_put(subscription_id text, config json, now_ms bigint DEFAULT NULL::bigint) RETURNS json
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'stream_subscription_put';
+
+COMMENT ON FUNCTION sandbox_persist.stream_subscription_put(subscription_id text, config json, now_ms bigint) IS 'Create or re-confirm a stream subscription (docs/contract/streams.md §7): config {type: webhook|pull-wake, pattern?, streams?, webhook?: {url}, wake_stream?, lease_ttl_ms?, description?}; existing streams it names or matches are linked at their tail. Returns json {created, subscription}; SP710 when the id exists with another configuration, SP711 for a webhook URL the SSRF rules refuse.';
+
+-- function stream_subscription_get(text, bigint)
+CREATE FUNCTION sandbox_persist.stream_subscription_get(subscription_id text, now_ms bigint DEFAULT NULL::bigint) RETURNS json
+    LANGUAGE c STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'stream_subscription_get';
+
+COMMENT ON FUNCTION sandbox_persist.stream_subscription_get(subscription_id text, now_ms bigint) IS 'A stream subscription (docs/contract/streams.md §7): json {id, subscription_id, type, pattern, streams: [{path, link_type, acked_offset}], webhook, wake_stream, lease_ttl_ms, created_at, status, description}; SP709 when absent.';
+
+-- function stream_subscription_delete(text)
+CREATE FUNCTION sandbox_persist.stream_subscription_delete(subscription_id text) RETURNS json
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'stream_subscription_delete';
+
+COMMENT ON FUNCTION sandbox_persist.stream_subscription_delete(subscription_id text) IS 'Delete a stream subscription and its links (docs/contract/streams.md §7); a callback, ack or release of it fails afterwards. Returns json {deleted: true}; SP709 when absent.';
+
+-- function stream_subscription_link(text, text[], bigint)
+CREATE FUNCTION sandbox_persist.stream_subscription_link(subscription_id text, streams text[], now_ms bigint DEFAULT NULL::bigint) RETURNS json
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'stream_subscription_link';
+
+COMMENT ON FUNCTION sandbox_persist.stream_subscription_link(subscription_id text, streams text[], now_ms bigint) IS 'Link streams to a subscription explicitly (docs/contract/streams.md §7), each at its tail; linking one already linked changes nothing. Returns json {linked}; SP709 when the subscription is absent.';
+
+-- function stream_subscription_unlink(text, text)
+CREATE FUNCTION sandbox_persist.stream_subscription_unlink(subscription_id text, path text) RETURNS json
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'stream_subscription_unlink';
+
+COMMENT ON FUNCTION sandbox_persist.stream_subscription_unlink(subscription_id text, path text) IS 'Remove a stream''s explicit link (docs/contract/streams.md §7); a link by the pattern stays. Returns json {unlinked}; SP709 when the subscription is absent.';
+
+-- function stream_subscription_claim(text, text, bigint)
+CREATE FUNCTION sandbox_persist.stream_subscription_claim(subscription_id text, worker text, now_ms bigint DEFAULT NULL::bigint) RETURNS json
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'stream_subscription_claim';
+
+COMMENT ON FUNCTION sandbox_persist.stream_subscription_claim(subscription_id text, worker text, now_ms bigint) IS 'Claim a pull-wake subscription''s wake for a worker (docs/contract/streams.md §7): json {outcome: claimed, wake_id, generation, token, streams, lease_ttl_ms}, {outcome: alreadyClaimed, current_holder, generation} or {outcome: noPendingWork}; 22023 for a webhook subscription, SP709 when absent.';
+
+-- function stream_subscription_ack(text, text, json, bigint)
+CREATE FUNCTION sandbox_persist.stream_subscription_ack(subscription_id text, token text, request json, now_ms bigint DEFAULT NULL::bigint) RETURNS json
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'stream_subscription_ack';
+
+COMMENT ON FUNCTION sandbox_persist.stream_subscription_ack(subscription_id text, token text, request json, now_ms bigint) IS 'A webhook callback or a pull-wake ack (docs/contract/streams.md §7): request {wake_id, generation, acks?: [{stream, offset}], done?}; moves the acknowledged offsets and the lease, and with done ends the wake (and issues the next when work is pending). Returns json {outcome: ok, next_wake}, {outcome: fenced} or {outcome: invalidOffset, message}; SP712 for a wrong token, SP709 when absent.';
+
+-- function stream_subscription_release(text, text, json, bigint)
+CREATE FUNCTION sandbox_persist.stream_subscription_release(subscription_id text, token text, request json, now_ms bigint DEFAULT NULL::bigint) RETURNS json
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'stream_subscription_release';
+
+COMMENT ON FUNCTION sandbox_persist.stream_subscription_release(subscription_id text, token text, request json, now_ms bigint) IS 'Release a wake without acknowledging (docs/contract/streams.md §7): request {wake_id, generation}; the next wake is issued when work is pending. Returns json {outcome: released} or {outcome: fenced}; SP712 for a wrong token, SP709 when absent.';
+
+-- function stream_subscription_deliveries(integer, bigint)
+CREATE FUNCTION sandbox_persist.stream_subscription_deliveries(max_rows integer DEFAULT 16, now_ms bigint DEFAULT NULL::bigint) RETURNS json
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'stream_subscription_deliveries';
+
+COMMENT ON FUNCTION sandbox_persist.stream_subscription_deliveries(max_rows integer, now_ms bigint) IS 'For the server that sends webhooks (docs/contract/streams.md §7): expires lapsed leases (issuing the next wake where work is pending), then takes up to max_rows webhook deliveries due now (SKIP LOCKED, so servers share them), each with a fresh callback token. Returns json {deliveries: [{subscription_id, url, wake_id, generation, callback_token, streams}], next_due_at}.';
+
+-- function stream_subscription_delivered(text, text, bigint, json, bigint)
+CREATE FUNCTION sandbox_persist.stream_subscription_delivered(subscription_id text, wake_id text, generation bigint, result json, now_ms bigint DEFAULT NULL::bigint) RETURNS json
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'stream_subscription_delivered';
+
+COMMENT ON FUNCTION sandbox_persist.stream_subscription_delivered(subscription_id text, wake_id text, generation bigint, result json, now_ms bigint) IS 'What came of a webhook delivery (docs/contract/streams.md §7): result {ok, done}; done acknowledges the wake''s snapshot and ends it, ok alone starts the callback lease, a failure schedules a retry (1 s doubling to 60 s, 20 % jitter). Returns json {outcome: acked|awaitingCallback|retry|fenced, next_wake?}.';
+
 -- Sections are added above this line, one per change, each opened by a
 -- comment block that says what it changes and why.
 

@@ -99,6 +99,7 @@
 #define SP_CHANNEL_ATTENTION "sandbox_persist_attention"	/* payload: {kind, runId} */
 #define SP_CHANNEL_REAPER "sandbox_persist_reaper"	/* payload: {detached, due} */
 #define SP_CHANNEL_STREAM "sandbox_persist_stream"	/* payload: the stream id */
+#define SP_CHANNEL_SUBSCRIPTION "sandbox_persist_subscription"	/* payload: the subscription id */
 
 /*
  * The longest NOTIFY payload sent, in bytes with its terminating NUL: below
@@ -124,11 +125,16 @@
 #define SP_TAKEOVER_CHECKPOINT_WRITER "checkpoint_writer"
 #define SP_TAKEOVER_LOCK "lock"
 
+/* The status of a stream subscription (docs/contract/streams.md §7): failed while a webhook retry is scheduled. */
+#define SP_SUBSCRIPTION_ACTIVE "active"
+#define SP_SUBSCRIPTION_FAILED "failed"
+
 /* ---- pg_cron's words the maintenance health check reads (not ours) ---- */
 
 /* cron.job_run_details.status of a finished run (maintenance.md §7). */
 #define SP_CRON_STATUS_SUCCEEDED "succeeded"
 #define SP_CRON_STATUS_FAILED "failed"
+
 /* The job schedule_maintenance creates. */
 #define SP_CRON_JOB_NAME "sandbox_persist_maintenance"
 

@@ -58,6 +58,10 @@
 	X(SP_STREAM_PRODUCER_EPOCH_STALE, "SP706", "STREAM_PRODUCER_EPOCH_STALE", "A producer with a newer epoch took over: stop producing, or restart at a higher epoch from seq 0.") \
 	X(SP_STREAM_PRODUCER_SEQ_GAP, "SP707", "STREAM_PRODUCER_SEQ_GAP", "Resend the appends from the sequence number the stream expects (stream_head gives lastSeq).") \
 	X(SP_STREAM_OFFSET_GONE, "SP708", "STREAM_OFFSET_GONE", "Read again from the start (-1) or from an offset this stream issued.") /* ours: an offset the stream did not issue, as after a failover */ \
+	X(SP_SUBSCRIPTION_NOT_FOUND, "SP709", "SUBSCRIPTION_NOT_FOUND", "Create the subscription first (stream_subscription_put), or check its id.") \
+	X(SP_SUBSCRIPTION_CONFLICT, "SP710", "SUBSCRIPTION_ALREADY_EXISTS", "Send the subscription's configuration as it was created, or delete it first, or use another id.") \
+	X(SP_WEBHOOK_URL_REJECTED, "SP711", "WEBHOOK_URL_REJECTED", "Use an https URL of a public host (http only for localhost or 127.x.x.x in development).") \
+	X(SP_SUBSCRIPTION_TOKEN_INVALID, "SP712", "TOKEN_INVALID", "Send the token of the current wake: the webhook's callback_token or the token the claim returned.") \
 	X(SP_CLIENT_CLOCK_NOT_ALLOWED, "SP901", "CLIENT_CLOCK_NOT_ALLOWED", "Omit now_ms, or have a superuser turn on sandbox_persist.allow_client_clock (tests only).") \
 	X(SP_TEST_RESET_NOT_ALLOWED, "SP902", "TEST_RESET_NOT_ALLOWED", "Have a superuser turn on sandbox_persist.allow_test_reset (tests only).")
 
@@ -76,6 +80,10 @@
 	X("SP706", 403) \
 	X("SP707", 409) \
 	X("SP708", 410) \
+	X("SP709", 404) \
+	X("SP710", 409) \
+	X("SP711", 400) \
+	X("SP712", 401) \
 	X("22023", 400) \
 	X("22P02", 400) \
 	X("22001", 400) \

@@ -13,7 +13,9 @@
  * its own row, which no one else can lock yet; two creates of one path meet
  * on the path's unique index (ON CONFLICT DO NOTHING), and the loser compares
  * with the winner's row. Lock order is thus a stream before its source, as
- * everywhere in the streams (streams.c).
+ * everywhere in the streams (streams.c). A new stream is then linked to the
+ * subscriptions that name or match it, under the shared pattern lock
+ * (stream_subscriptions.c), and a first body wakes them (stream_wakes.c).
  */
 #include "postgres.h"
 
@@ -405,11 +407,14 @@ stream_create(PG_FUNCTION_ARGS)
 			SpArgInt64(&args, src.stream_id);
 			SpExec(&stream_fork_count_up, &args, false, 0);
 		}
+		StreamSubscriptionsLinkNew(path, &row);
 		memset(&close_opts, 0, sizeof(close_opts));
 		if (!prefix.empty && o.forked_from != NULL)
 			StreamWrite(&row, &prefix, &close_opts, now);
 		close_opts.close = o.closed;
 		StreamWrite(&row, &first, &close_opts, now);
+		if (!first.empty || (!prefix.empty && o.forked_from != NULL))
+			StreamSubscriptionsWake(path, now);
 	}
 	spi = MemoryContextSwitchTo(outer);
 	initStringInfo(&result);

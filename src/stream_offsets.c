@@ -45,6 +45,17 @@ StreamDigits(const char *p, int n)
 	return v;
 }
 
+/* Split an offset written EEEE_SSSS into *epoch and *seq; false for any other text. */
+bool
+StreamOffsetParts(const char *text, int64 *epoch, int64 *seq)
+{
+	if (strlen(text) != STREAM_OFFSET_LEN || text[STREAM_OFFSET_DIGITS] != '_')
+		return false;
+	*epoch = StreamDigits(text, STREAM_OFFSET_DIGITS);
+	*seq = StreamDigits(text + STREAM_OFFSET_DIGITS + 1, STREAM_OFFSET_DIGITS);
+	return *epoch >= 0 && *seq >= 0;
+}
+
 /* Parse an offset argument: -1, now, or EEEE_SSSS into *epoch and *seq; 22023 otherwise. */
 StreamOffsetKind
 StreamParseOffset(const char *text, int64 *epoch, int64 *seq)
@@ -53,11 +64,7 @@ StreamParseOffset(const char *text, int64 *epoch, int64 *seq)
 		return STREAM_OFFSET_START;
 	if (strcmp(text, "now") == 0)
 		return STREAM_OFFSET_NOW;
-	if (strlen(text) != STREAM_OFFSET_LEN || text[STREAM_OFFSET_DIGITS] != '_')
-		StreamMalformedOffset(text);
-	*epoch = StreamDigits(text, STREAM_OFFSET_DIGITS);
-	*seq = StreamDigits(text + STREAM_OFFSET_DIGITS + 1, STREAM_OFFSET_DIGITS);
-	if (*epoch < 0 || *seq < 0)
+	if (!StreamOffsetParts(text, epoch, seq))
 		StreamMalformedOffset(text);
 	return STREAM_OFFSET_AT;
 }

@@ -88,6 +88,24 @@ StreamEntryAt(int64 stream_id, int64 seq, int64 *epoch, int64 *message_count, by
 	return true;
 }
 
+/* Whether the stream issued offset (epoch, seq): it holds entry seq with that epoch (seq 0: epoch 0). Inside SPI. */
+bool
+StreamIssued(const StreamRow *row, int64 epoch, int64 seq)
+{
+	int64		stored = -1;
+	int64		count = 0;
+
+	if (seq > row->tail_seq)
+		return false;
+	if (seq == 0)
+		stored = 0;
+	else if (seq == row->tail_seq)
+		stored = row->tail_epoch;
+	else if (!StreamEntryAt(row->stream_id, seq, &stored, &count, NULL))
+		stored = -1;
+	return stored == epoch;
+}
+
 /*
  * STREAM_OFFSET_GONE unless the stream holds entry seq with this epoch
  * (seq 0: epoch 0): past the tail, or another history (§3). Inside SPI.
@@ -95,20 +113,11 @@ StreamEntryAt(int64 stream_id, int64 seq, int64 *epoch, int64 *message_count, by
 static void
 StreamVouch(const StreamRow *row, const char *path, const char *offset, int64 epoch, int64 seq)
 {
-	int64		stored = -1;
-	int64		count = 0;
-
 	if (seq > row->tail_seq)
 		sp_error(SP_STREAM_OFFSET_GONE,
 				 ("stream offset past the tail"),
 				 "The stream at path \"%s\" ends before offset %s.", path, offset);
-	if (seq == 0)
-		stored = 0;
-	else if (seq == row->tail_seq)
-		stored = row->tail_epoch;
-	else if (!StreamEntryAt(row->stream_id, seq, &stored, &count, NULL))
-		stored = -1;
-	if (stored != epoch)
+	if (!StreamIssued(row, epoch, seq))
 		sp_error(SP_STREAM_OFFSET_GONE,
 				 ("stream offset not issued by this stream"),
 				 "The stream at path \"%s\" holds entry " INT64_FORMAT

@@ -2,13 +2,16 @@
  * streams.h
  *
  * Declarations shared by the files of the durable streams
- * (docs/contract/streams.md): streams.c (rows, append, head, delete, the
- * write of an entry and the release of fork sources), stream_create.c
- * (create and fork), stream_bodies.c (bodies and content types),
- * stream_offsets.c (the offset format), stream_reads.c (reads through a fork
- * chain), stream_purge.c (maintain()'s A13) and stream_run_logs.c (a run's
- * event log read as the stream runs/<run_id>). Nothing here takes locks;
- * each file states its rule.
+ * (docs/contract/streams.md): streams.c (rows, the write of an entry and the
+ * release of fork sources), stream_writes.c (append, head, delete),
+ * stream_create.c (create and fork), stream_bodies.c (bodies and content
+ * types), stream_offsets.c (the offset format), stream_reads.c (reads
+ * through a fork chain), stream_purge.c (maintain()'s A13),
+ * stream_run_logs.c (a run's event log read as the stream runs/<run_id>),
+ * and the subscriptions of §7: stream_subscriptions.c (configuration and
+ * links), stream_wakes.c (wakes, claims, acks, deliveries) and
+ * stream_subscription_rules.c (globs, webhook URLs). Nothing here takes
+ * locks; each file states its rule.
  */
 #ifndef SANDBOX_PERSIST_STREAMS_H
 #define SANDBOX_PERSIST_STREAMS_H
@@ -138,11 +141,13 @@ extern int64 StreamPurge(int64 now, int64 max_rows);
 
 /* stream_offsets.c */
 extern void StreamAppendOffset(StringInfo buf, int64 epoch, int64 seq);
+extern bool StreamOffsetParts(const char *text, int64 *epoch, int64 *seq);
 extern StreamOffsetKind StreamParseOffset(const char *text, int64 *epoch, int64 *seq);
 
 /* stream_reads.c */
 extern bool StreamEntryAt(int64 stream_id, int64 seq, int64 *epoch, int64 *message_count,
 						  bytea **data);
+extern bool StreamIssued(const StreamRow *row, int64 epoch, int64 seq);
 
 /* stream_pages.c */
 extern void StreamPageEntries(Portal portal, bool epochs, bool join, int64 max_bytes,
@@ -155,5 +160,37 @@ extern SP_NORETURN void StreamRefuseRunLogWrite(const char *path, const char *wh
 extern Datum StreamRunLogRead(FunctionCallInfo fcinfo, const char *path, const char *offset,
 							  StreamOffsetKind kind, int64 epoch, int64 seq, int64 max_bytes);
 extern Datum StreamRunLogHead(const char *path);
+
+/*
+ * The links of subscription $1 with their streams' tails (§7), as rows
+ * (path, link_type, acked_offset, tail_offset, has_pending). A stream that is
+ * not visible has the tail of an empty one, so it has nothing pending.
+ */
+#define SUB_LINK_ROWS \
+	"SELECT l.path, CASE WHEN l.explicit THEN 'explicit' ELSE 'glob' END AS link_type," \
+	" l.acked_offset, t.tail_offset, t.tail_offset > l.acked_offset AS has_pending" \
+	" FROM sandbox_persist.stream_subscription_links l CROSS JOIN LATERAL (SELECT COALESCE(" \
+	"  (SELECT pg_catalog.lpad(st.tail_epoch::text, 16, '0') || '_' || pg_catalog.lpad(st.tail_seq::text, 16, '0')" \
+	"   FROM sandbox_persist.streams st WHERE st.path = l.path AND st.deleted_at IS NULL)," \
+	"  '" SUB_EMPTY_OFFSET "') AS tail_offset) t" \
+	" WHERE l.subscription_id = $1"
+
+/* The offset of an empty stream's tail, where a stream linked before it exists starts. */
+#define SUB_EMPTY_OFFSET "0000000000000000_0000000000000000"
+
+/* stream_subscription_rules.c */
+extern bool StreamGlobMatches(const char *pattern, int plen, const char *path, int slen);
+extern void StreamCheckWebhookUrl(const char *url);
+
+/* stream_subscriptions.c */
+extern SP_NORETURN void StreamSubscriptionNotFound(const char *id);
+extern char *StreamSubscriptionText(SpQuery *q, const char *id, const char *column,
+									MemoryContext outer);
+extern void StreamSubscriptionsLinkNew(const char *path, const StreamRow *row);
+extern void StreamSubscriptionsUnlinkPath(const char *path);
+
+/* stream_wakes.c */
+extern void StreamSubscriptionsWake(const char *path, int64 now);
+extern bool StreamSubscriptionWake(const char *subscription_id, int64 now);
 
 #endif							/* SANDBOX_PERSIST_STREAMS_H */

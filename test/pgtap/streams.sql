@@ -1,5 +1,5 @@
 -- pgTAP: durable streams, the Durable Streams protocol stored in PostgreSQL
--- (docs/contract/streams.md). Cases DS1-DS23 (listed in streams.md §7).
+-- (docs/contract/streams.md). Cases DS1-DS23 (listed in streams.md §8).
 -- Every refused call is checked for its SQLSTATE and for leaving every
 -- stream table as it was.
 -- Run with: pg_prove -d <db> test/pgtap/streams.sql (needs allow_test_reset
@@ -413,7 +413,8 @@ SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_read('r', '-1', 10, 1000)
 -- DS23: the HTTP statuses of the stream codes.
 ------------------------------------------------------------------------------
 SELECT is((SELECT json_object_agg(c->>'sqlstate', (c->>'httpStatus')::int)::jsonb
-             FROM json_array_elements(sandbox_persist.error_codes()) c WHERE c->>'sqlstate' LIKE 'SP7%'),
+             FROM json_array_elements(sandbox_persist.error_codes()) c
+            WHERE c->>'sqlstate' BETWEEN 'SP701' AND 'SP708'),
           '{"SP701":404,"SP702":410,"SP703":409,"SP704":409,"SP705":409,"SP706":403,"SP707":409,"SP708":410}'::jsonb,
           'DS23: error_codes() reports httpStatus');
 

@@ -1,7 +1,7 @@
 -- pgTAP: a run's event log read through the durable streams functions as the
 -- read-only JSON stream runs/<run_id> (docs/contract/streams.md §1), with
 -- offsets that carry the epoch of each entry (§3). Cases DS24-DS31 (listed in
--- streams.md §7). Every refused call is checked for its SQLSTATE and for
+-- streams.md §8). Every refused call is checked for its SQLSTATE and for
 -- leaving the stream and event log tables unchanged.
 -- Run with: pg_prove -d <db> test/pgtap/streams_run_logs.sql (needs
 -- allow_test_reset and allow_client_clock on).

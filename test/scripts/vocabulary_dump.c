@@ -45,7 +45,7 @@ main(void)
 	static const char *const prefixes[] = {SP_CONTENT_FILES_PREFIX, SP_CONTENT_ARTIFACTS_PREFIX};
 	static const char *const channels[] = {
 		SP_CHANNEL_LOCK, SP_CHANNEL_EVENT_LOG, SP_CHANNEL_ATTENTION, SP_CHANNEL_REAPER,
-		SP_CHANNEL_STREAM
+		SP_CHANNEL_STREAM, SP_CHANNEL_SUBSCRIPTION
 	};
 	static const char *const lock_prefixes[] = {SP_LOCK_RUN_DRIVER_PREFIX, SP_LOCK_SANDBOX_PREFIX};
 

@@ -52,7 +52,10 @@ STORE_SUITES=${STORE_SUITES:-"blobs checkpoints claims generation_runs instances
 #              pg_cron job is judged on that shard
 #   CD8        compares the stored conversation columns of two threads by reading
 #              sandbox_persist.checkpoints directly (the router has no such table)
-NODE_EXCLUDED='M26 a failing pg_cron run|M27 maintenance that has not completed|L11 a committed release|E15 a committed append|L16 losing the lease row|L16 reaching the local deadline|M15 maintain|B20 objects above|SIGKILL the producer|H6 a session terminated mid-call|X26 a row held by a transaction left open|E22 L21 shutdown|E23 a POST that repeats|T14 a reader|T15 a reader|T17 a writer fence|T18 withLock|CD8 an extending conversation'
+#   DSS, Reserved subscription APIs
+#              stream subscriptions are not on the router (router/routes.tsv: a
+#              pattern spans every shard, docs/sharding.md)
+NODE_EXCLUDED='Reserved subscription APIs|DSS[0-9]+ |M26 a failing pg_cron run|M27 maintenance that has not completed|L11 a committed release|E15 a committed append|L16 losing the lease row|L16 reaching the local deadline|M15 maintain|B20 objects above|SIGKILL the producer|H6 a session terminated mid-call|X26 a row held by a transaction left open|E22 L21 shutdown|E23 a POST that repeats|T14 a reader|T15 a reader|T17 a writer fence|T18 withLock|CD8 an extending conversation'
 
 failures=()
 fail() { failures+=("$1"); echo "FAILED: $1" >&2; }

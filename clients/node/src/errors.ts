@@ -78,6 +78,11 @@ export type SandboxPersistErrorCode =
   | 'STREAM_PRODUCER_EPOCH_STALE'
   | 'STREAM_PRODUCER_SEQ_GAP'
   | 'STREAM_OFFSET_GONE'
+  /** SP709-SP712 (ours): stream subscriptions (docs/contract/streams.md §7). */
+  | 'SUBSCRIPTION_NOT_FOUND'
+  | 'SUBSCRIPTION_ALREADY_EXISTS'
+  | 'WEBHOOK_URL_REJECTED'
+  | 'TOKEN_INVALID'
   /** A class-SP error this package does not know yet (a newer extension): `sqlstate` tells which. */
   | 'UNKNOWN_SP_ERROR'
   /** The store was closed with `close()` (or is draining for a shutdown): a route answers 503. */

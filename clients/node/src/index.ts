@@ -55,6 +55,7 @@ export {
   type ServeStreamsOptions,
   type StreamServer,
   type BearerOptions,
+  type SubscriptionOptions,
 } from './streams/index.js'
 export { sseHeartbeats, DEFAULT_HEARTBEAT_MS, type SseHeartbeatOptions } from './heartbeat.js'
 export { postgresMaintenance, type PostgresMaintenance, type ReaperWakeup, type MaintenanceHealth } from './maintenance.js'

@@ -37,7 +37,9 @@ export const REAPER_CHANNEL = 'sandbox_persist_reaper'
 export const ATTENTION_CHANNEL = 'sandbox_persist_attention'
 /** Appends and closes of protocol streams (docs/contract/streams.md §4 rule 5); payload: the stream id. */
 export const STREAM_CHANNEL = 'sandbox_persist_stream'
-const CHANNELS = [LOCK_CHANNEL, EVENT_LOG_CHANNEL, REAPER_CHANNEL, ATTENTION_CHANNEL, STREAM_CHANNEL]
+/** A webhook wake issued or falling due (PROTOCOL.md §7.1); payload: the subscription id. */
+export const SUBSCRIPTION_CHANNEL = 'sandbox_persist_subscription'
+const CHANNELS = [LOCK_CHANNEL, EVENT_LOG_CHANNEL, REAPER_CHANNEL, ATTENTION_CHANNEL, STREAM_CHANNEL, SUBSCRIPTION_CHANNEL]
 
 /** `null` means "reconnected: you may have missed notifications". */
 export type NotificationHandler = (payload: string | null) => void

@@ -43,6 +43,12 @@ export type SandboxPersistEvent =
   | 'streams.request_failed'
   /** The stream server answered 503: the database could not be reached (down, restarting, failing over; `error` says how). */
   | 'streams.database_unavailable'
+  /** A webhook answered non-2xx, timed out or could not be reached; the database retries it with backoff. */
+  | 'subscriptions.webhook_failed'
+  /** A webhook URL was refused at delivery time (SSRF rules: scheme, or an address that is not public); counted as failed. */
+  | 'subscriptions.webhook_refused'
+  /** The delivery loop could not ask for or record deliveries (`error` says why); it asks again on its next wake-up. */
+  | 'subscriptions.delivery_failed'
 
 /** The fields every report carries, besides the event's own. */
 export interface SandboxPersistReport {

@@ -4,12 +4,21 @@
  *   sandbox-persist-streams --database-url URL --port N [--host H]
  *                           [--token T | --insecure-local] [--public-reads]
  *                           [--base-path /v1/stream/]
+ *                           [--public-url URL] [--webhook-signing-key FILE]
  *
  * Without a token it refuses to start, unless `--insecure-local`, which
  * serves without access control on loopback only. With a token, PUT, POST and
  * DELETE need `Authorization: Bearer <token>`, and so do reads unless
  * `--public-reads`. The token may also come from SANDBOX_PERSIST_STREAMS_TOKEN.
+ *
+ * The subscription APIs (PROTOCOL.md §6-7) are served, and webhooks delivered.
+ * `--public-url` is the origin receivers reach this server at (the base of
+ * callback and JWKS URLs; default: the origin of the latest request).
+ * `--webhook-signing-key` is a PEM Ed25519 private key file (make one with
+ * `openssl genpkey -algorithm ed25519 -out key.pem`); without it a new key is
+ * made at every start, so receivers must refetch the JWKS after a restart.
  */
+import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import pg from 'pg'
 import { closeSharedListeners } from '../listener.js'
@@ -28,12 +37,17 @@ export interface CliConfig {
   insecureLocal: boolean
   publicReads: boolean
   basePath: string | undefined
+  /** Origin webhook receivers reach this server at. */
+  publicUrl: string | undefined
+  /** Path of the PEM Ed25519 private key webhooks are signed with. */
+  webhookSigningKey: string | undefined
 }
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1'])
 
 export const USAGE =
-  'usage: sandbox-persist-streams --database-url URL --port N [--host H] (--token T | --insecure-local) [--public-reads] [--base-path P]'
+  'usage: sandbox-persist-streams --database-url URL --port N [--host H] (--token T | --insecure-local) [--public-reads] [--base-path P]' +
+  ' [--public-url URL] [--webhook-signing-key FILE]'
 
 export function parseCliArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): CliConfig {
   let values
@@ -48,6 +62,8 @@ export function parseCliArgs(argv: string[], env: NodeJS.ProcessEnv = process.en
         'insecure-local': { type: 'boolean', default: false },
         'public-reads': { type: 'boolean', default: false },
         'base-path': { type: 'string' },
+        'public-url': { type: 'string' },
+        'webhook-signing-key': { type: 'string' },
       },
       strict: true,
       allowPositionals: false,
@@ -72,11 +88,17 @@ export function parseCliArgs(argv: string[], env: NodeJS.ProcessEnv = process.en
   if (insecureLocal && !LOOPBACK.has(host)) {
     throw new CliUsageError(`--insecure-local binds loopback only; --host ${host} is not a loopback address.\n${USAGE}`)
   }
-  return { databaseUrl, port, host, token, insecureLocal, publicReads: values['public-reads'] === true, basePath: values['base-path'] }
+  const publicUrl = values['public-url']
+  if (publicUrl !== undefined && !/^https?:\/\/[^/]/.test(publicUrl)) throw new CliUsageError(`--public-url must be an http(s) URL.\n${USAGE}`)
+  return {
+    databaseUrl, port, host, token, insecureLocal, publicReads: values['public-reads'] === true, basePath: values['base-path'],
+    publicUrl, webhookSigningKey: values['webhook-signing-key'],
+  }
 }
 
 /** Start the server for `config`; the returned stop() closes server, listener and pool. */
 export async function startCli(config: CliConfig): Promise<{ server: StreamServer; stop: () => Promise<void> }> {
+  const signingKey = config.webhookSigningKey === undefined ? undefined : readKeyFile(config.webhookSigningKey)
   const pool = new pg.Pool({ connectionString: config.databaseUrl })
   pool.on('error', () => undefined)
   const server = await serveStreams({
@@ -87,6 +109,10 @@ export async function startCli(config: CliConfig): Promise<{ server: StreamServe
     logger: { warn: (message) => console.error(`sandbox-persist-streams: ${message}`) },
     ...(config.basePath === undefined ? {} : { basePath: config.basePath }),
     ...(config.token === undefined ? {} : { authorize: bearerAuthorizer(config.token, { publicReads: config.publicReads }) }),
+    subscriptions: {
+      ...(config.publicUrl === undefined ? {} : { publicUrl: config.publicUrl }),
+      ...(signingKey === undefined ? {} : { signingKey }),
+    },
   })
   const stop = async () => {
     await server.close()
@@ -94,6 +120,15 @@ export async function startCli(config: CliConfig): Promise<{ server: StreamServe
     await pool.end()
   }
   return { server, stop }
+}
+
+/** The PEM text of the webhook signing key file. */
+function readKeyFile(path: string): string {
+  try {
+    return readFileSync(path, 'utf8')
+  } catch (error) {
+    throw new Error(`cannot read --webhook-signing-key ${path}: ${(error as Error).message}`)
+  }
 }
 
 /** The bin's body: parse, start, stop on SIGINT/SIGTERM. Returns the exit code on a usage error. */

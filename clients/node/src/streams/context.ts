@@ -8,8 +8,12 @@ import type { SandboxPersistLogger } from '../log.js'
 import { EXPOSED_HEADERS } from './headers.js'
 import type { StreamWaiters } from './waiters.js'
 
-/** What a request wants to do to a stream, for `authorize`. */
-export type StreamOperation = 'create' | 'append' | 'read' | 'head' | 'delete'
+/**
+ * What a request wants to do, for `authorize`: a stream operation, or
+ * 'subscribe' for the subscription control routes (PROTOCOL.md §6-7: create,
+ * read, delete, link, unlink, claim; `path` is `__ds/subscriptions/<id>`).
+ */
+export type StreamOperation = 'create' | 'append' | 'read' | 'head' | 'delete' | 'subscribe'
 
 export interface ResolvedOptions {
   basePath: string
@@ -57,6 +61,13 @@ export function respond(
 /** A plain-text error response (the status is what clients act on, never the text). */
 export function errorResponse(status: number, message: string, headers: Record<string, string | undefined> = {}): Response {
   return respond(status, { 'Content-Type': 'text/plain; charset=utf-8', 'Cache-Control': 'no-store', ...headers }, message)
+}
+
+/** An `authorize` Response, with the headers every response carries. */
+export function withBaseHeaders(response: Response): Response {
+  const headers = new Headers(response.headers)
+  for (const [k, v] of baseHeaders()) if (!headers.has(k)) headers.set(k, v)
+  return new Response(response.body, { status: response.status, statusText: response.statusText, headers })
 }
 
 /** Cache-Control for catch-up and long-poll data (PROTOCOL.md §10.1): private once the request carries credentials. */

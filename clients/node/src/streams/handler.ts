@@ -2,20 +2,22 @@
  * `createStreamHandler(options)`: the Durable Streams protocol (PROTOCOL.md)
  * as a fetch-style `(Request) => Promise<Response>` over the extension's
  * stream functions (docs/contract/streams.md §6). This file routes; the
- * operations live in write.ts, read.ts and sse.ts.
+ * operations live in write.ts, read.ts and sse.ts, the reserved `__ds`
+ * subscription routes and webhook delivery in subscriptions.ts.
  */
 import type pg from 'pg'
 import { acquireListener, type ListenerOptions } from '../listener.js'
 import type { SandboxPersistLogger } from '../log.js'
-import { baseHeaders, errorResponse, type HandlerContext, type ResolvedOptions, type StreamOperation } from './context.js'
+import { baseHeaders, errorResponse, withBaseHeaders, type HandlerContext, type ResolvedOptions, type StreamOperation } from './context.js'
 import { parseReadQuery, REQUEST_HEADERS } from './headers.js'
 import { handleCatchUp, handleLongPoll } from './read.js'
 import { refusal } from './refusals.js'
 import { handleSse } from './sse.js'
+import { Subscriptions, type SubscriptionOptions } from './subscriptions.js'
 import { StreamWaiters } from './waiters.js'
 import { handleAppend, handleCreate, handleDelete, handleHead } from './write.js'
 
-export type { StreamOperation }
+export type { StreamOperation, SubscriptionOptions }
 
 /** What `authorize` answers: true lets the request through, false is a 401, a Response is sent as is. */
 export type AuthorizeResult = boolean | Response
@@ -27,7 +29,13 @@ export interface StreamHandlerOptions {
   listener?: ListenerOptions
   /** URL prefix of every stream (default `/v1/stream/`). */
   basePath?: string
-  /** Access control, called before every stream operation. */
+  /**
+   * Access control, called before every stream operation, and before every
+   * subscription route with operation 'subscribe' and path `__ds/subscriptions/<id>`
+   * (create, read, delete, link, unlink, claim). A webhook callback, a pull-wake
+   * ack and a release are authorized by their wake's bearer token alone (the
+   * database checks it), and `__ds/jwks.json` is public: `authorize` is not called.
+   */
   authorize?: (request: Request, context: { path: string; operation: StreamOperation }) => AuthorizeResult | Promise<AuthorizeResult>
   /** How long a long-poll waits for data before answering 204 (default 20000 ms). */
   longPollTimeoutMs?: number
@@ -47,11 +55,20 @@ export interface StreamHandlerOptions {
   fallbackPollMs?: number
   /** Where unexpected failures (answered 500) and an unreachable database (503) are reported. */
   logger?: SandboxPersistLogger
+  /**
+   * Serve the reserved subscription APIs (PROTOCOL.md §6-7: webhook and pull-wake
+   * subscriptions under `__ds/`) and deliver webhooks from this process: `true` with
+   * the defaults, or the options. Default off: `__ds/` paths answer 404.
+   */
+  subscriptions?: boolean | SubscriptionOptions
 }
 
 export interface StreamHandler {
   (request: Request): Promise<Response>
-  /** Answer every waiting long-poll (204), end every SSE stream, refuse new requests (503) and release the listener. */
+  /**
+   * Answer every waiting long-poll (204), end every SSE stream, refuse new requests (503),
+   * stop the webhook delivery loop and wait for its deliveries in flight, and release the listener.
+   */
   close(): Promise<void>
   /** Long-poll and SSE readers being served now. */
   readonly liveReaders: number
@@ -80,17 +97,26 @@ function resolve(options: StreamHandlerOptions): ResolvedOptions {
   }
 }
 
-const OPERATION: Record<string, StreamOperation> = { PUT: 'create', POST: 'append', GET: 'read', HEAD: 'head', DELETE: 'delete' }
+const OPERATION: Record<string, Exclude<StreamOperation, 'subscribe'>> = { PUT: 'create', POST: 'append', GET: 'read', HEAD: 'head', DELETE: 'delete' }
 
 export function createStreamHandler(options: StreamHandlerOptions): StreamHandler {
   const resolved = resolve(options)
+  const fallbackPollMs = positive('fallbackPollMs', options.fallbackPollMs, 1000)
   const handle = acquireListener(options.pool, { ...options.listener, logger: options.listener?.logger ?? options.logger })
   const ctx: HandlerContext = {
     pool: options.pool,
     options: resolved,
-    waiters: new StreamWaiters(handle.listener, positive('fallbackPollMs', options.fallbackPollMs, 1000)),
+    waiters: new StreamWaiters(handle.listener, fallbackPollMs),
     live: { count: 0 },
     shutdown: new AbortController(),
+  }
+  let subscriptions: Subscriptions | undefined
+  try {
+    const given = options.subscriptions
+    if (given !== undefined && given !== false) subscriptions = new Subscriptions(ctx, handle.listener, fallbackPollMs, given === true ? {} : given)
+  } catch (error) {
+    void handle.release() // a bad signingKey or publicUrl: give the listener share back
+    throw error
   }
   /** A stream path from a URL path (or a Stream-Forked-From value): the part after the base path, decoded. */
   const toStreamPath = (p: string): string => {
@@ -117,10 +143,11 @@ export function createStreamHandler(options: StreamHandlerOptions): StreamHandle
       return errorResponse(400, 'The stream path is not valid percent-encoding.')
     }
     if (path === '') return errorResponse(404, 'No stream named.')
-    if (path === '__ds' || path.startsWith('__ds/')) return errorResponse(404, 'Subscriptions are not supported by this server.')
+    if (path === '__ds' || path.startsWith('__ds/')) return control(request, url)
     const operation = OPERATION[request.method]
     if (operation === undefined) return errorResponse(405, `Method ${request.method} is not allowed.`, { Allow: 'GET, HEAD, POST, PUT, DELETE, OPTIONS' })
-    if (ctx.shutdown.signal.aborted) return errorResponse(503, 'The server is shutting down.', { 'Retry-After': String(resolved.retryAfterSeconds) })
+    if (ctx.shutdown.signal.aborted) return shuttingDown()
+    subscriptions?.observe(url)
     if (options.authorize !== undefined) {
       const verdict = await options.authorize(request, { path, operation })
       if (verdict instanceof Response) return withBaseHeaders(verdict)
@@ -140,6 +167,16 @@ export function createStreamHandler(options: StreamHandlerOptions): StreamHandle
     }
   }
 
+  /** A reserved `__ds` path (PROTOCOL.md §6): the subscription routes, or 404 when they are off. */
+  async function control(request: Request, url: URL): Promise<Response> {
+    if (subscriptions === undefined) return errorResponse(404, 'Subscriptions are not enabled on this server.')
+    if (ctx.shutdown.signal.aborted) return shuttingDown()
+    subscriptions.observe(url)
+    return subscriptions.route(request, url.pathname.slice(resolved.basePath.length), options.authorize)
+  }
+
+  const shuttingDown = () => errorResponse(503, 'The server is shutting down.', { 'Retry-After': String(resolved.retryAfterSeconds) })
+
   async function read(request: Request, url: URL, path: string): Promise<Response> {
     let query
     try {
@@ -157,6 +194,7 @@ export function createStreamHandler(options: StreamHandlerOptions): StreamHandle
     (closing ??= (async () => {
       ctx.shutdown.abort()
       ctx.waiters.shutdownAll()
+      await subscriptions?.close()
       await handle.release()
     })())
 
@@ -172,11 +210,4 @@ function preflight(): Response {
   headers.set('Access-Control-Allow-Headers', REQUEST_HEADERS.join(', '))
   headers.set('Access-Control-Max-Age', '86400')
   return new Response(null, { status: 204, headers })
-}
-
-/** An `authorize` Response, with the headers every response carries. */
-function withBaseHeaders(response: Response): Response {
-  const headers = new Headers(response.headers)
-  for (const [k, v] of baseHeaders()) if (!headers.has(k)) headers.set(k, v)
-  return new Response(response.body, { status: response.status, statusText: response.statusText, headers })
 }

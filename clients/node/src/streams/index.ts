@@ -5,6 +5,7 @@ export {
   type StreamHandlerOptions,
   type StreamOperation,
   type AuthorizeResult,
+  type SubscriptionOptions,
 } from './handler.js'
 export { serveStreams, type ServeStreamsOptions, type StreamServer } from './node_http.js'
 export { bearerAuthorizer, type BearerOptions } from './auth.js'

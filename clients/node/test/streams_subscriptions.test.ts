@@ -475,10 +475,34 @@ describe('routes', () => {
     expect((await fetch(`${root(closing)}__ds/jwks.json`)).status).toBe(503)
   })
 
-  it('DSS15 the CLI takes --public-url and --webhook-signing-key', () => {
+  it('DSS18 a request authorize refused does not lend its Host to callback URLs', async () => {
+    const hook = await receiver()
+    const server = await serve({ authorize: (request) => request.headers.get('authorization') === 'Bearer admin' })
+    const admin = { authorization: 'Bearer admin' }
+    const put = await fetch(subUrl(server, 'host/1'), json('PUT', { type: 'webhook', streams: ['h/a'], webhook: { url: hook.url } }, admin))
+    expect(put.status).toBe(201)
+    const forged = (path: string) => new Promise<number>((resolve, reject) => {
+      const req = http.request(`${root(server)}${path}`, { headers: { host: 'evil.example:1' } }, (res) => {
+        res.resume()
+        resolve(res.statusCode ?? 0)
+      })
+      req.on('error', reject)
+      req.end()
+    })
+    expect(await forged('h/a')).toBe(401)
+    expect(await forged('__ds/subscriptions/host%2F1')).toBe(401)
+    await pool.query(`SELECT sandbox_persist.stream_create('h/a', 'application/json', NULL, convert_to('{"e":1}', 'UTF8'))`)
+    const wake = await hook.nth(1)
+    expect(wake.body.callback_url).toBe(`${root(server)}__ds/subscriptions/host%2F1/callback`)
+  })
+
+  it('DSS15 the CLI takes --public-url (default with --insecure-local: its own loopback address) and --webhook-signing-key', () => {
     const base = ['--database-url', 'u', '--port', '1', '--insecure-local']
     const config = parseCliArgs([...base, '--public-url', 'https://s.example', '--webhook-signing-key', '/k.pem'], {})
     expect(config).toMatchObject({ publicUrl: 'https://s.example', webhookSigningKey: '/k.pem' })
     expect(() => parseCliArgs([...base, '--public-url', 'ftp://x'], {})).toThrow(/--public-url/)
+    expect(parseCliArgs(base, {}).publicUrl).toBe('http://127.0.0.1:1')
+    expect(parseCliArgs([...base, '--host', '::1'], {}).publicUrl).toBe('http://[::1]:1')
+    expect(parseCliArgs(['--database-url', 'u', '--port', '1', '--token', 't'], {}).publicUrl).toBeUndefined()
   })
 })

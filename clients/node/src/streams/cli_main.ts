@@ -13,7 +13,8 @@
  *
  * The subscription APIs (PROTOCOL.md §6-7) are served, and webhooks delivered.
  * `--public-url` is the origin receivers reach this server at (the base of
- * callback and JWKS URLs; default: the origin of the latest request).
+ * callback and JWKS URLs; default: with `--insecure-local` the server's own
+ * loopback address, else the origin of the latest authorized request).
  * `--webhook-signing-key` is a PEM Ed25519 private key file (make one with
  * `openssl genpkey -algorithm ed25519 -out key.pem`); without it a new key is
  * made at every start, so receivers must refetch the JWKS after a restart.
@@ -88,8 +89,10 @@ export function parseCliArgs(argv: string[], env: NodeJS.ProcessEnv = process.en
   if (insecureLocal && !LOOPBACK.has(host)) {
     throw new CliUsageError(`--insecure-local binds loopback only; --host ${host} is not a loopback address.\n${USAGE}`)
   }
-  const publicUrl = values['public-url']
+  let publicUrl = values['public-url']
   if (publicUrl !== undefined && !/^https?:\/\/[^/]/.test(publicUrl)) throw new CliUsageError(`--public-url must be an http(s) URL.\n${USAGE}`)
+  // On loopback the server's own address is where local receivers call back.
+  if (publicUrl === undefined && insecureLocal) publicUrl = `http://${host.includes(':') ? `[${host}]` : host}:${port}`
   return {
     databaseUrl, port, host, token, insecureLocal, publicReads: values['public-reads'] === true, basePath: values['base-path'],
     publicUrl, webhookSigningKey: values['webhook-signing-key'],

@@ -147,12 +147,13 @@ export function createStreamHandler(options: StreamHandlerOptions): StreamHandle
     const operation = OPERATION[request.method]
     if (operation === undefined) return errorResponse(405, `Method ${request.method} is not allowed.`, { Allow: 'GET, HEAD, POST, PUT, DELETE, OPTIONS' })
     if (ctx.shutdown.signal.aborted) return shuttingDown()
-    subscriptions?.observe(url)
     if (options.authorize !== undefined) {
       const verdict = await options.authorize(request, { path, operation })
       if (verdict instanceof Response) return withBaseHeaders(verdict)
       if (verdict !== true) return errorResponse(401, 'Unauthorized.', { 'WWW-Authenticate': 'Bearer' })
     }
+    // Only an authorized request may lend its origin to callback URLs (a forged Host would steer them).
+    subscriptions?.observe(url)
     switch (operation) {
       case 'create':
         return handleCreate(ctx, request, path, toStreamPath)
@@ -171,8 +172,7 @@ export function createStreamHandler(options: StreamHandlerOptions): StreamHandle
   async function control(request: Request, url: URL): Promise<Response> {
     if (subscriptions === undefined) return errorResponse(404, 'Subscriptions are not enabled on this server.')
     if (ctx.shutdown.signal.aborted) return shuttingDown()
-    subscriptions.observe(url)
-    return subscriptions.route(request, url.pathname.slice(resolved.basePath.length), options.authorize)
+    return subscriptions.route(request, url, url.pathname.slice(resolved.basePath.length), options.authorize)
   }
 
   const shuttingDown = () => errorResponse(503, 'The server is shutting down.', { 'Retry-After': String(resolved.retryAfterSeconds) })

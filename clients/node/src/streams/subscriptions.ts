@@ -32,10 +32,10 @@ export interface SubscriptionOptions {
   /**
    * Public URL of this server (e.g. `https://streams.example.com`, or with the path
    * prefix a proxy strips), the base of `callback_url` (`<publicUrl><basePath>__ds/
-   * subscriptions/<id>/callback`) and `jwks_url`. Default: the origin of the most recent request
-   * served (its Host header), so set it in production: behind a proxy, and so a
-   * client cannot steer callback URLs with a forged Host. Without it no webhook
-   * is delivered before the first request.
+   * subscriptions/<id>/callback`) and `jwks_url`. Default: the origin of the most recent
+   * request `authorize` let through (its Host header; any request when there is no
+   * `authorize`), so set it in production, behind a proxy above all. Without it no
+   * webhook is delivered before the first such request.
    */
   publicUrl?: string
   /**
@@ -121,8 +121,13 @@ export class Subscriptions {
     if (first) this.deliveries?.kick()
   }
 
-  /** Answer a request for a control path (`raw`: after the base path, still encoded). */
-  async route(request: Request, raw: string, authorize: Authorize): Promise<Response> {
+  /**
+   * Answer a request for a control path (`raw`: after the base path, still
+   * encoded). Its origin is observed only once `authorize` let it through:
+   * the callback, ack, release and JWKS routes, open to anyone holding a wake
+   * token or to everyone, never set where callback URLs point.
+   */
+  async route(request: Request, url: URL, raw: string, authorize: Authorize): Promise<Response> {
     let route
     try {
       route = parseControlPath(raw)
@@ -135,10 +140,13 @@ export class Subscriptions {
       return jsonError(405, 'METHOD_NOT_ALLOWED', `Method ${request.method} is not allowed here.`, {}, { Allow: `${allowed}, OPTIONS` })
     }
     if (route.kind === 'jwks') return ops.jwks(this.s)
-    if (route.kind !== 'callback' && route.kind !== 'ack' && route.kind !== 'release' && authorize !== undefined) {
-      const verdict = await authorize(request, { path: `__ds/subscriptions/${route.id}`, operation: 'subscribe' })
-      if (verdict instanceof Response) return withBaseHeaders(verdict)
-      if (verdict !== true) return jsonError(401, 'TOKEN_INVALID', 'Unauthorized.')
+    if (route.kind !== 'callback' && route.kind !== 'ack' && route.kind !== 'release') {
+      if (authorize !== undefined) {
+        const verdict = await authorize(request, { path: `__ds/subscriptions/${route.id}`, operation: 'subscribe' })
+        if (verdict instanceof Response) return withBaseHeaders(verdict)
+        if (verdict !== true) return jsonError(401, 'TOKEN_INVALID', 'Unauthorized.')
+      }
+      this.observe(url)
     }
     try {
       return await this.dispatch(request, route)

@@ -71,9 +71,7 @@ static SpQuery sub_config = {
 /* Link streams explicitly at their tail (the tail of an empty stream when there is none yet). */
 static SpQuery sub_link_explicit = {
 	"INSERT INTO sandbox_persist.stream_subscription_links AS l (subscription_id, path, explicit, glob, acked_offset)"
-	" SELECT $1, p, true, false, COALESCE((SELECT pg_catalog.lpad(st.tail_epoch::text, 16, '0') || '_' ||"
-	"   pg_catalog.lpad(st.tail_seq::text, 16, '0') FROM sandbox_persist.streams st"
-	"   WHERE st.path = p AND st.deleted_at IS NULL), '" SUB_EMPTY_OFFSET "')"
+	" SELECT $1, p, true, false, " SUB_TAIL_OF("p")
 	" FROM pg_catalog.unnest($2::text[]) AS u(p)"
 	" ON CONFLICT (subscription_id, path) DO UPDATE SET explicit = true",
 	2, {TEXTOID, TEXTARRAYOID}
@@ -86,8 +84,7 @@ static SpQuery sub_link_explicit = {
  */
 static SpQuery sub_link_glob = {
 	"INSERT INTO sandbox_persist.stream_subscription_links AS l (subscription_id, path, explicit, glob, acked_offset)"
-	" SELECT $1, st.path, false, true, pg_catalog.lpad(st.tail_epoch::text, 16, '0') || '_' ||"
-	"   pg_catalog.lpad(st.tail_seq::text, 16, '0')"
+	" SELECT $1, st.path, false, true, " SUB_TAIL_SQL
 	" FROM sandbox_persist.streams st"
 	" WHERE st.path >= $3 AND ($4::text IS NULL OR st.path < $4) AND st.deleted_at IS NULL"
 	"   AND sandbox_persist.stream_glob_match($2, st.path)"

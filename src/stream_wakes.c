@@ -25,6 +25,7 @@
 
 #include "catalog/pg_type.h"
 #include "commands/async.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 
 #include "streams.h"
@@ -68,10 +69,8 @@ PG_FUNCTION_INFO_V1(stream_subscription_delivered);
 	"  WHERE s.subscription_id IN (SELECT subscription_id FROM cand)" \
 	"  AND s.wake_id IS NULL AND s.holder IS NULL)," \
 	" k AS (SELECT l.subscription_id, l.path, t.tail_offset, t.tail_offset > l.acked_offset AS pending" \
-	"  FROM sandbox_persist.stream_subscription_links l CROSS JOIN LATERAL (SELECT COALESCE(" \
-	"   (SELECT pg_catalog.lpad(st.tail_epoch::text, 16, '0') || '_' || pg_catalog.lpad(st.tail_seq::text, 16, '0')" \
-	"    FROM sandbox_persist.streams st WHERE st.path = l.path AND st.deleted_at IS NULL)," \
-	"   '" SUB_EMPTY_OFFSET "') AS tail_offset) t" \
+	"  FROM sandbox_persist.stream_subscription_links l" \
+	"  CROSS JOIN LATERAL (SELECT " SUB_TAIL_OF("l.path") " AS tail_offset) t" \
 	"  WHERE l.subscription_id IN (SELECT subscription_id FROM idle))," \
 	" p AS (SELECT k.subscription_id, pg_catalog.json_object_agg(k.path, k.tail_offset) AS snapshot," \
 	"  min(k.path) FILTER (WHERE k.pending) AS first_pending FROM k GROUP BY k.subscription_id)" \

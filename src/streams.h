@@ -161,22 +161,31 @@ extern Datum StreamRunLogRead(FunctionCallInfo fcinfo, const char *path, const c
 							  StreamOffsetKind kind, int64 epoch, int64 seq, int64 max_bytes);
 extern Datum StreamRunLogHead(const char *path);
 
+/* The offset text (§3) of a streams row's tail, in SQL over the row alias st. */
+#define SUB_TAIL_SQL \
+	"pg_catalog.lpad(st.tail_epoch::text, 16, '0') || '_' || pg_catalog.lpad(st.tail_seq::text, 16, '0')"
+
+/* The offset of an empty stream's tail, where a stream linked before it exists starts. */
+#define SUB_EMPTY_OFFSET "0000000000000000_0000000000000000"
+
+/*
+ * The tail offset of the visible stream at the SQL expression path, or the
+ * empty tail when there is none (a link to it has nothing pending).
+ */
+#define SUB_TAIL_OF(path) \
+	"COALESCE((SELECT " SUB_TAIL_SQL " FROM sandbox_persist.streams st" \
+	" WHERE st.path = " path " AND st.deleted_at IS NULL), '" SUB_EMPTY_OFFSET "')"
+
 /*
  * The links of subscription $1 with their streams' tails (§7), as rows
- * (path, link_type, acked_offset, tail_offset, has_pending). A stream that is
- * not visible has the tail of an empty one, so it has nothing pending.
+ * (path, link_type, acked_offset, tail_offset, has_pending).
  */
 #define SUB_LINK_ROWS \
 	"SELECT l.path, CASE WHEN l.explicit THEN 'explicit' ELSE 'glob' END AS link_type," \
 	" l.acked_offset, t.tail_offset, t.tail_offset > l.acked_offset AS has_pending" \
-	" FROM sandbox_persist.stream_subscription_links l CROSS JOIN LATERAL (SELECT COALESCE(" \
-	"  (SELECT pg_catalog.lpad(st.tail_epoch::text, 16, '0') || '_' || pg_catalog.lpad(st.tail_seq::text, 16, '0')" \
-	"   FROM sandbox_persist.streams st WHERE st.path = l.path AND st.deleted_at IS NULL)," \
-	"  '" SUB_EMPTY_OFFSET "') AS tail_offset) t" \
+	" FROM sandbox_persist.stream_subscription_links l" \
+	" CROSS JOIN LATERAL (SELECT " SUB_TAIL_OF("l.path") " AS tail_offset) t" \
 	" WHERE l.subscription_id = $1"
-
-/* The offset of an empty stream's tail, where a stream linked before it exists starts. */
-#define SUB_EMPTY_OFFSET "0000000000000000_0000000000000000"
 
 /* stream_subscription_rules.c */
 extern bool StreamGlobMatches(const char *pattern, int plen, const char *path, int slen);

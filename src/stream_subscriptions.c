@@ -318,6 +318,35 @@ SubReadConfig(FunctionCallInfo fcinfo, int argno, SubConfig *c)
 	SubCanonical(c);
 }
 
+/* The last clock a subscription accepts: 9999-12-31T23:59:59.999Z, which the views can still print. */
+#define SUB_CLOCK_MAX_MS INT64CONST(253402300799999)
+
+/*
+ * 22008 unless now is a clock the subscriptions can work with: not before
+ * 1970, and far enough from the bigint range that now plus a lease (at most
+ * 10 minutes) or a retry still is one, and created_at prints as a date.
+ */
+void
+StreamSubscriptionCheckClock(int64 now)
+{
+	if (now < 0 || now > SUB_CLOCK_MAX_MS)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("clock out of range for stream subscriptions"),
+				 errdetail("now_ms " INT64_FORMAT " is not between 0 and " INT64_FORMAT " (9999-12-31).",
+						   now, SUB_CLOCK_MAX_MS)));
+}
+
+/* The clock of a subscription function (its now_ms argument argno, or the wall clock), checked. */
+int64
+StreamSubscriptionNow(FunctionCallInfo fcinfo, int argno)
+{
+	int64		now = SpNowMs(fcinfo, argno);
+
+	StreamSubscriptionCheckClock(now);
+	return now;
+}
+
 /* SP709 for a subscription id with no row. */
 void
 StreamSubscriptionNotFound(const char *id)
@@ -468,7 +497,7 @@ Datum
 stream_subscription_put(PG_FUNCTION_ARGS)
 {
 	char	   *id = SpCheckIdArg(fcinfo, 0, "subscription_id", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
-	int64		now = SpNowMs(fcinfo, 2);
+	int64		now = StreamSubscriptionNow(fcinfo, 2);
 	MemoryContext outer = CurrentMemoryContext;
 	SubConfig	c;
 	SpArgs		args;
@@ -510,7 +539,7 @@ stream_subscription_get(PG_FUNCTION_ARGS)
 	StringInfoData result;
 	char	   *view;
 
-	(void) SpNowMs(fcinfo, 1);
+	(void) StreamSubscriptionNow(fcinfo, 1);
 	SPI_connect();
 	view = SubView(id, outer);
 	SPI_finish();
@@ -552,7 +581,7 @@ stream_subscription_link(PG_FUNCTION_ARGS)
 	int			n;
 	StringInfoData result;
 
-	(void) SpNowMs(fcinfo, 2);
+	(void) StreamSubscriptionNow(fcinfo, 2);
 	SpCheckArgNotNull(fcinfo, 1, "streams", "Give an array of stream paths.", SP_CHECK_PLAIN);
 	deconstruct_array(PG_GETARG_ARRAYTYPE_P(1), TEXTOID, -1, false, TYPALIGN_INT, &items, &nulls, &n);
 	if (n > SUB_STREAMS_MAX)

@@ -278,6 +278,7 @@ SubIssue(SpQuery *q, const char *key, int64 now)
 	int			n;
 	SubWake    *wakes;
 
+	StreamSubscriptionCheckClock(now);	/* an append's clock: now + a lease must stay a clock */
 	SpArgsInit(&args);
 	SpArgText(&args, key);
 	SpArgInt64(&args, now);
@@ -387,7 +388,7 @@ stream_subscription_claim(PG_FUNCTION_ARGS)
 {
 	char	   *id = SpCheckIdArg(fcinfo, 0, "subscription_id", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
 	char	   *worker = SpCheckIdArg(fcinfo, 1, "worker", SUB_WORKER_MAX_BYTES, SP_CHECK_PLAIN);
-	int64		now = SpNowMs(fcinfo, 2);
+	int64		now = StreamSubscriptionNow(fcinfo, 2);
 	MemoryContext outer = CurrentMemoryContext;
 	StringInfoData result;
 	SubState	st;
@@ -599,7 +600,7 @@ stream_subscription_ack(PG_FUNCTION_ARGS)
 {
 	char	   *id = SpCheckIdArg(fcinfo, 0, "subscription_id", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
 	char	   *token = SpCheckIdArg(fcinfo, 1, "token", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
-	int64		now = SpNowMs(fcinfo, 3);
+	int64		now = StreamSubscriptionNow(fcinfo, 3);
 	MemoryContext outer = CurrentMemoryContext;
 	StringInfoData result;
 	SubRequest	r;
@@ -652,7 +653,7 @@ stream_subscription_release(PG_FUNCTION_ARGS)
 {
 	char	   *id = SpCheckIdArg(fcinfo, 0, "subscription_id", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
 	char	   *token = SpCheckIdArg(fcinfo, 1, "token", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
-	int64		now = SpNowMs(fcinfo, 3);
+	int64		now = StreamSubscriptionNow(fcinfo, 3);
 	StringInfoData result;
 	SubRequest	r;
 	SubState	st;
@@ -728,7 +729,7 @@ Datum
 stream_subscription_deliveries(PG_FUNCTION_ARGS)
 {
 	int64		max_rows = SpCheckRowLimitArg(fcinfo, 0, "max_rows", 16);
-	int64		now = SpNowMs(fcinfo, 1);
+	int64		now = StreamSubscriptionNow(fcinfo, 1);
 	MemoryContext outer = CurrentMemoryContext;
 	StringInfoData result;
 	SpArgs		args;
@@ -784,7 +785,7 @@ stream_subscription_delivered(PG_FUNCTION_ARGS)
 {
 	static const char *const names[] = {"ok", "done"};
 	char	   *id = SpCheckIdArg(fcinfo, 0, "subscription_id", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
-	int64		now = SpNowMs(fcinfo, 4);
+	int64		now = StreamSubscriptionNow(fcinfo, 4);
 	SpJson	   *m[lengthof(names)] = {NULL};
 	StringInfoData result;
 	SubRequest	r;

@@ -192,6 +192,8 @@ extern bool StreamGlobMatches(const char *pattern, int plen, const char *path, i
 extern void StreamCheckWebhookUrl(const char *url);
 
 /* stream_subscriptions.c */
+extern void StreamSubscriptionCheckClock(int64 now);
+extern int64 StreamSubscriptionNow(FunctionCallInfo fcinfo, int argno);
 extern SP_NORETURN void StreamSubscriptionNotFound(const char *id);
 extern char *StreamSubscriptionText(SpQuery *q, const char *id, const char *column,
 									MemoryContext outer);

@@ -7,7 +7,7 @@
 -- Run with: pg_prove -d <db> test/pgtap/stream_subscriptions.sql (needs
 -- allow_test_reset and allow_client_clock on).
 BEGIN;
-SELECT plan(387);
+SELECT plan(395);
 SELECT sandbox_persist._reset_for_tests();
 SET LOCAL sandbox_persist.allow_client_clock = on;
 SET LOCAL sandbox_persist.test_timeline = 1;
@@ -438,6 +438,15 @@ SELECT pg_temp.same($$SELECT sandbox_persist.stream_subscription_delivered('ds40
                     '{"outcome":"fenced"}', 'DS40: delivered for a stale wake with the current generation');
 SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_subscription_deliveries(0, 90100)$$, '22023', 'DS40: max_rows 0');
 SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_subscription_deliveries(1001, 90100)$$, '22023', 'DS40: max_rows 1001');
+-- Clocks a subscription cannot work with (found by the fuzzer: now + a lease overflowed inside a statement).
+SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_subscription_deliveries(16, 9223372036854775807)$$, '22008',
+                       'DS40: deliveries at a clock past 9999 (now + a lease would overflow)');
+SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_subscription_deliveries(16, -1)$$, '22008',
+                       'DS40: deliveries at a clock before 1970');
+SELECT pg_temp.rejects($$SELECT pg_temp.ap('w/a', 'q', 9223372036854775807)$$, '22008',
+                       'DS40: an append to a linked stream at a clock past 9999 is refused, nothing written');
+SELECT pg_temp.rejects($$SELECT pg_temp.put('ds40x', '{"type":"webhook","streams":["w/a"],"webhook":{"url":"https://example.com/h"}}', 253402300800000)$$,
+                       '22008', 'DS40: a put at a clock past 9999-12-31');
 SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_subscription_delivered('ds40', pg_temp.got('w3')->>'wake_id', 3, '{"done":true}', 90100)$$,
                        '22023', 'DS40: a delivery result without ok');
 

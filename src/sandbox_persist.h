@@ -168,6 +168,7 @@ typedef enum SpCheckPolicy
 
 extern void SpCheckArgNotNull(FunctionCallInfo fcinfo, int argno, const char *name,
 							  const char *detail, SpCheckPolicy policy);
+extern void SpCheckIdBytes(int len, const char *field, int maxbytes, SpCheckPolicy policy);
 extern char *SpCheckIdArg(FunctionCallInfo fcinfo, int argno, const char *name, int maxbytes,
 						  SpCheckPolicy policy);
 extern SpJson *SpCheckJsonArg(FunctionCallInfo fcinfo, int argno, const char *name,

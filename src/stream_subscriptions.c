@@ -165,15 +165,20 @@ SubPresent(SpJson *node)
 	return node == NULL || node->kind == SPJ_NULL ? NULL : node;
 }
 
-/* A stream path of a subscription: an id that is not under the reserved __ds prefix. */
+/* A stream path of a subscription (already an id): refused under the reserved __ds prefix. */
 static char *
-SubCheckPath(const SpJson *node, const char *field)
+SubCheckNotReserved(char *path)
 {
-	char	   *path = SpCheckIdJson(node, field, SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
-
 	if (strcmp(path, "__ds") == 0 || strncmp(path, "__ds/", 5) == 0)
 		SubInvalid("stream path is reserved", "Paths under __ds/ are the protocol's control paths.");
 	return path;
+}
+
+/* A stream path of a subscription given in JSON. */
+static char *
+SubCheckPath(const SpJson *node, const char *field)
+{
+	return SubCheckNotReserved(SpCheckIdJson(node, field, SP_ID_MAX_BYTES, SP_CHECK_PLAIN));
 }
 
 /* qsort comparator of C strings, byte-wise. */
@@ -592,11 +597,9 @@ stream_subscription_link(PG_FUNCTION_ARGS)
 	{
 		if (nulls[i])
 			SubInvalid("streams holds a NULL", "Every element is a stream path.");
-		c.streams[i] = TextDatumGetCString(items[i]);
-		if (c.streams[i][0] == '\0' || strlen(c.streams[i]) > SP_ID_MAX_BYTES ||
-			strcmp(c.streams[i], "__ds") == 0 || strncmp(c.streams[i], "__ds/", 5) == 0)
-			SubInvalid("stream path is empty, too long or reserved",
-					   "A path is 1 to 1024 bytes and not under __ds/.");
+		SpCheckIdBytes(VARSIZE_ANY_EXHDR(DatumGetTextPP(items[i])), "streams[]", SP_ID_MAX_BYTES,
+					   SP_CHECK_PLAIN);
+		c.streams[i] = SubCheckNotReserved(TextDatumGetCString(items[i]));
 	}
 	SPI_connect();
 	SubRequire(id);

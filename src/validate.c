@@ -202,7 +202,7 @@ SpCheckArgNotNull(FunctionCallInfo fcinfo, int argno, const char *name, const ch
 }
 
 /* Apply the identifier rules (non-empty, at most maxbytes) to decoded bytes. */
-static void
+void
 SpCheckIdBytes(int len, const char *field, int maxbytes, SpCheckPolicy policy)
 {
 	if (len == 0)

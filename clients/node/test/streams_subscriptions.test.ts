@@ -333,6 +333,20 @@ describe('webhook delivery', () => {
     const row = await pool.query(`SELECT sandbox_persist.stream_subscription_get('inflight') AS v`)
     expect(row.rows[0].v.streams[0].acked_offset).toBe(tail)
   })
+
+  it('DSS19 a subscription deleted while its webhook is out: the answer is dropped quietly (no delivery_failed report)', async () => {
+    const hook = await receiver(() => undefined)
+    const server = await serve()
+    await subscribe(server, 'gone', { type: 'webhook', pattern: 'events/*', webhook: { url: hook.url } })
+    await createStream(server, 'events/g')
+    const delivery = await hook.nth(1)
+    expect((await fetch(subUrl(server, 'gone'), { method: 'DELETE' })).status).toBe(204)
+    const closing = server.close() // waits for the delivery in flight, its recording included
+    servers.splice(servers.indexOf(server), 1)
+    delivery.answer(200, { done: true })
+    await closing
+    expect(reports.map((r) => r.event)).not.toContain('subscriptions.delivery_failed')
+  })
 })
 
 describe('pull-wake', () => {

@@ -5,6 +5,7 @@
  * through subscription_refusals.ts. No secret leaves here: subscription views
  * are rebuilt field by field, with the webhook's public signing metadata.
  */
+import { bearerToken } from './auth.js'
 import { readBody } from './body.js'
 import type { HandlerContext } from './context.js'
 import { respond } from './context.js'
@@ -37,13 +38,8 @@ async function jsonObject(s: SubscriptionContext, request: Request): Promise<{ t
   return { text, value: value as Record<string, unknown> }
 }
 
-/** The bearer token of a callback, ack or release; undefined when the header is missing or malformed. */
-function bearer(request: Request): string | undefined {
-  const m = /^Bearer\s+(\S+)$/i.exec((request.headers.get('authorization') ?? '').trim())
-  return m?.[1]
-}
-
 const missingToken = () => jsonError(401, 'TOKEN_INVALID', 'Missing or malformed Authorization: Bearer header.')
+const staleWake = () => jsonError(409, 'FENCED', 'The wake is stale: a newer generation or wake superseded it.')
 
 /** A subscription as answered to clients: the database's view, with the webhook's signing metadata. */
 function present(s: SubscriptionContext, v: SubscriptionView): Record<string, unknown> {
@@ -113,7 +109,7 @@ export async function claim(s: SubscriptionContext, request: Request, id: string
 
 /** POST .../callback (webhook) and .../ack (pull-wake): apply acks, extend or end the lease. */
 export async function ack(s: SubscriptionContext, request: Request, id: string): Promise<Response> {
-  const token = bearer(request)
+  const token = bearerToken(request)
   if (token === undefined) return missingToken()
   const { text } = await jsonObject(s, request)
   const result = await subscriptionAck(s.ctx.pool, id, token, text)
@@ -121,7 +117,7 @@ export async function ack(s: SubscriptionContext, request: Request, id: string):
     case 'ok':
       return jsonResponse(200, { ok: true, next_wake: result.next_wake })
     case 'fenced':
-      return jsonError(409, 'FENCED', 'The wake is stale: a newer generation or wake superseded it.')
+      return staleWake()
     case 'invalidOffset':
       return jsonError(409, 'INVALID_OFFSET', result.message ?? 'An ack offset is not valid for its stream.')
   }
@@ -129,11 +125,11 @@ export async function ack(s: SubscriptionContext, request: Request, id: string):
 
 /** POST .../release: give the pull-wake lease back without acking (204). */
 export async function release(s: SubscriptionContext, request: Request, id: string): Promise<Response> {
-  const token = bearer(request)
+  const token = bearerToken(request)
   if (token === undefined) return missingToken()
   const { text } = await jsonObject(s, request)
   const result = await subscriptionRelease(s.ctx.pool, id, token, text)
-  if (result.outcome === 'fenced') return jsonError(409, 'FENCED', 'The wake is stale: a newer generation or wake superseded it.')
+  if (result.outcome === 'fenced') return staleWake()
   return respond(204)
 }
 

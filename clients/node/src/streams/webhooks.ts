@@ -13,6 +13,7 @@
 import { SUBSCRIPTION_CHANNEL, type SharedListener } from '../listener.js'
 import { report, type SandboxPersistLogger } from '../log.js'
 import type { Queryable } from '../internal.js'
+import { isDatabaseError } from '../errors.js'
 import type { WebhookSigner } from './signing.js'
 import type { LookupFunction } from './ssrf.js'
 import { subscriptionDelivered, subscriptionDeliveries, type Delivery } from './subscriptions_db.js'
@@ -147,6 +148,8 @@ export class WebhookDeliveries {
     try {
       await subscriptionDelivered(this.o.pool, d.subscription_id, d.wake_id, d.generation, result)
     } catch (error) {
+      // Deleted while its wake was out: nothing is left to record.
+      if (isDatabaseError(error) && error.code === 'SP709') return
       this.report('subscriptions.delivery_failed', `recording a webhook delivery failed: ${(error as Error).message}`, {
         error, subscriptionId: d.subscription_id, wakeId: d.wake_id,
       })

@@ -201,16 +201,16 @@ BEGIN
 END
 $$;
 
--- The shard of a durable stream path (docs/contract/streams.md): runs/<run_id>
+-- The shard of a durable stream path (docs/contract/streams.md): run-logs/<run_id>
 -- is the read-only view of that run's event log, so it goes with the run;
 -- any other path to its stream_placement pin (a fork pinned to its source's
 -- shard), else hashtext of the path. A NULL path hashes like '' so the shard
--- reports it. The prefix test is the shard's: 'runs/' exactly, case-sensitive.
+-- reports it. The prefix test is the shard's: 'run-logs/' exactly, case-sensitive.
 CREATE OR REPLACE FUNCTION sandbox_persist._shard_of_stream(path text) RETURNS integer
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF pg_catalog.starts_with($1, 'runs/') THEN
-        RETURN sandbox_persist._shard_of_run(pg_catalog.substr($1, 6));
+    IF pg_catalog.starts_with($1, 'run-logs/') THEN
+        RETURN sandbox_persist._shard_of_run(pg_catalog.substr($1, 10));
     END IF;
     RETURN coalesce((SELECT p.shard FROM sandbox_persist.stream_placement p WHERE p.path = $1),
                     pg_catalog.hashtext(coalesce($1, '')));

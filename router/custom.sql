@@ -805,7 +805,7 @@ $$;
 
 -- ---------------------------------------------------------------- durable streams
 -- A stream lives on the shard of its path (_shard_of_stream in router/base.sql:
--- a stream_placement pin, else hashtext(path); runs/<run_id> with the run).
+-- a stream_placement pin, else hashtext(path); run-logs/<run_id> with the run).
 -- A fork reads its source's entries, so it must live on its source's shard:
 -- a fork whose path hashes elsewhere is pinned there. Reads and heads are
 -- `one` routes; creates pin, appends and deletes repeat the shard's
@@ -854,7 +854,7 @@ $$;
 -- later fork create at the path while the path is free where it points.
 -- Creates at one path serialise on a router advisory lock (held to the
 -- caller's commit), so two creates racing at a free path cannot land on two
--- shards. runs/ paths and forks of them are refused by the shard they are
+-- shards. run-logs/ paths and forks of them are refused by the shard they are
 -- sent to (SP703), before any look-up.
 CREATE OR REPLACE FUNCTION sandbox_persist._custom_stream_create(path text, content_type text, options json DEFAULT NULL::json, body bytea DEFAULT NULL::bytea, now_ms bigint DEFAULT NULL::bigint)
 RETURNS json LANGUAGE plpgsql AS $$
@@ -864,18 +864,18 @@ DECLARE
     src_part integer;
     r json;
 BEGIN
-    IF path IS NOT NULL AND NOT pg_catalog.starts_with(path, 'runs/') THEN
+    IF path IS NOT NULL AND NOT pg_catalog.starts_with(path, 'run-logs/') THEN
         PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('sandbox_persist.stream_create'),
                                                  pg_catalog.hashtext(path));
     END IF;
     home := sandbox_persist._partition(sandbox_persist._shard_of_stream(path));
-    IF path IS NOT NULL AND NOT pg_catalog.starts_with(path, 'runs/')
+    IF path IS NOT NULL AND NOT pg_catalog.starts_with(path, 'run-logs/')
        AND pg_catalog.json_typeof(options) = 'object'
        AND pg_catalog.strpos(options::text, '\u') = 0
        AND pg_catalog.json_typeof(options -> 'forkedFrom') = 'string' THEN
         src := options ->> 'forkedFrom';
     END IF;
-    IF src IS NULL OR pg_catalog.starts_with(src, 'runs/') THEN
+    IF src IS NULL OR pg_catalog.starts_with(src, 'run-logs/') THEN
         RETURN sandbox_persist._on_stream_create(home, path, content_type, options, body, now_ms);
     END IF;
     src_part := sandbox_persist._partition(sandbox_persist._shard_of_stream(src));
@@ -918,7 +918,7 @@ $$;
 -- none): the head is read first (the subquery is not flattened: it calls a
 -- function that is not immutable), and refuses exactly what the delete would
 -- (the same path checks, SP701 for no or an expired stream, SP702 for a
--- soft-deleted one, the same messages). A runs/ path is not headed (the
+-- soft-deleted one, the same messages). A run-logs/ path is not headed (the
 -- head would answer for the run's log): its delete is SP703 on its own.
 -- Should another session delete the stream and create a new one at the path
 -- between the head and the delete's row lock, the id notified is the old
@@ -928,7 +928,7 @@ RETURNS json LANGUAGE plproxy AS $p$
     CLUSTER 'sandbox_persist_shards';
     RUN ON part;
     SELECT pg_catalog.json_build_object('id', h.id, 'r', sandbox_persist.stream_delete(path, now_ms)) AS _on_stream_delete
-    FROM (SELECT CASE WHEN pg_catalog.starts_with(path, 'runs/') THEN NULL
+    FROM (SELECT CASE WHEN pg_catalog.starts_with(path, 'run-logs/') THEN NULL
                       ELSE sandbox_persist.stream_head(path, NULL, now_ms) ->> 'streamId' END AS id
           OFFSET 0) AS h;
 $p$;

@@ -977,6 +977,7 @@ CREATE TABLE sandbox_persist.streams (
     fork_sub_offset bigint,
     fork_count bigint DEFAULT 0 NOT NULL,
     deleted_at bigint,
+    producer_fence bigint,
     CONSTRAINT streams_ttl_or_expiry CHECK (((ttl_seconds IS NULL) OR (expires_at IS NULL)))
 );
 
@@ -987,6 +988,8 @@ COMMENT ON COLUMN sandbox_persist.streams.path IS 'The stream''s path while it i
 COMMENT ON COLUMN sandbox_persist.streams.touched_at IS 'The last read or write (ms), for the sliding TTL; a read rewrites it at most once per ttl_seconds * 1000 / 16 ms, at most 60 s apart.';
 
 COMMENT ON COLUMN sandbox_persist.streams.fork_count IS 'How many forks read through this stream; a delete while it is positive is a soft delete.';
+
+COMMENT ON COLUMN sandbox_persist.streams.producer_fence IS 'The highest producer epoch accepted by an append with streamFence (docs/contract/streams.md §4): any producer below it is refused (SP706), whatever its id. NULL until such an append.';
 
 -- sequence streams_stream_id_seq
 ALTER TABLE sandbox_persist.streams ALTER COLUMN stream_id ADD GENERATED ALWAYS AS IDENTITY (
@@ -1049,7 +1052,7 @@ COMMENT ON FUNCTION sandbox_persist.checkpoint_get_parts(checkpoint_id text) IS 
 
 ------------------------------------------------------------------------------
 -- A run's event log is a stream (issue 32): stream_read and stream_head serve
--- the path runs/<run_id> from the event log, read-only, as a JSON stream
+-- the path run-logs/<run_id> from the event log, read-only, as a JSON stream
 -- whose offsets survive a failover (docs/contract/streams.md §1, §3). An
 -- offset carries the entry's epoch; instead of a column per entry, the log
 -- row keeps its epoch transitions, (first seq, epoch) pairs that the
@@ -1057,18 +1060,18 @@ COMMENT ON FUNCTION sandbox_persist.checkpoint_get_parts(checkpoint_id text) IS 
 -- the log's last one (after a failover or a point-in-time recovery). Entries
 -- stored before this update have epoch 0, as on a log that never changed
 -- timeline. Adding two nullable columns rewrites no row. No protocol stream
--- can be at runs/...: the streams table is created above, in this same
+-- can be at run-logs/...: the streams table is created above, in this same
 -- update, so none exists yet to carry over.
 ------------------------------------------------------------------------------
 ALTER TABLE sandbox_persist.event_logs ADD COLUMN epoch_first_seqs bigint[], ADD COLUMN epochs bigint[];
 
-COMMENT ON COLUMN sandbox_persist.event_logs.epoch_first_seqs IS 'The epoch transitions of the log (docs/contract/streams.md §1), with epochs: entries from epoch_first_seqs[i] on have epoch epochs[i] in their stream offsets (runs/<run_id>), entries before the first have epoch 0. Ascending; NULL while the log never changed epoch. An append adds one only when the timeline''s epoch is above the log''s last (after a failover or a point-in-time recovery).';
+COMMENT ON COLUMN sandbox_persist.event_logs.epoch_first_seqs IS 'The epoch transitions of the log (docs/contract/streams.md §1), with epochs: entries from epoch_first_seqs[i] on have epoch epochs[i] in their stream offsets (run-logs/<run_id>), entries before the first have epoch 0. Ascending; NULL while the log never changed epoch. An append adds one only when the timeline''s epoch is above the log''s last (after a failover or a point-in-time recovery).';
 
 COMMENT ON COLUMN sandbox_persist.event_logs.epochs IS 'The epochs of the transitions in epoch_first_seqs (same positions), strictly increasing; the last is the epoch of the log''s newest entries. NULL while the log never changed epoch (epoch 0).';
 
-COMMENT ON FUNCTION sandbox_persist.stream_read(path text, "offset" text, max_bytes integer, now_ms bigint, OUT meta json, OUT body bytea) IS 'Durable stream read (docs/contract/streams.md §4): whole entries from offset (-1, now or one the stream issued; SP708 otherwise) up to max_bytes, at least one, through the fork chain; meta {streamId, contentType, startOffset, nextOffset, upToDate, closed, ttlSeconds?, expiresAt?}, body the bytes (a JSON array for JSON streams). Renews a sliding TTL. A path runs/<run_id> reads that run''s event log as a JSON stream (streams.md §1; streamId "eventLog:<logId>").';
+COMMENT ON FUNCTION sandbox_persist.stream_read(path text, "offset" text, max_bytes integer, now_ms bigint, OUT meta json, OUT body bytea) IS 'Durable stream read (docs/contract/streams.md §4): whole entries from offset (-1, now or one the stream issued; SP708 otherwise) up to max_bytes, at least one, through the fork chain; meta {streamId, contentType, startOffset, nextOffset, upToDate, closed, ttlSeconds?, expiresAt?}, body the bytes (a JSON array for JSON streams). Renews a sliding TTL. A path run-logs/<run_id> reads that run''s event log as a JSON stream (streams.md §1; streamId "eventLog:<logId>").';
 
-COMMENT ON FUNCTION sandbox_persist.stream_head(path text, producer_id text, now_ms bigint) IS 'Durable stream head (docs/contract/streams.md §4): json {streamId, contentType, nextOffset, closed, ttlSeconds?, expiresAt?, producer?: {epoch, lastSeq}}; does not renew the TTL. A path runs/<run_id> answers for that run''s event log (streams.md §1): {streamId, contentType, nextOffset, closed}.';
+COMMENT ON FUNCTION sandbox_persist.stream_head(path text, producer_id text, now_ms bigint) IS 'Durable stream head (docs/contract/streams.md §4): json {streamId, contentType, nextOffset, closed, ttlSeconds?, expiresAt?, producer?: {epoch, lastSeq}}; does not renew the TTL. A path run-logs/<run_id> answers for that run''s event log (streams.md §1): {streamId, contentType, nextOffset, closed}.';
 
 ------------------------------------------------------------------------------
 -- Stream subscriptions (docs/contract/streams.md §7; the Durable Streams

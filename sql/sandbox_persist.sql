@@ -1748,7 +1748,7 @@ CREATE FUNCTION sandbox_persist.stream_head(path text, producer_id text DEFAULT 
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS 'MODULE_PATHNAME', 'stream_head';
 
-COMMENT ON FUNCTION sandbox_persist.stream_head(path text, producer_id text, now_ms bigint) IS 'Durable stream head (docs/contract/streams.md §4): json {streamId, contentType, nextOffset, closed, ttlSeconds?, expiresAt?, producer?: {epoch, lastSeq}}; does not renew the TTL. A path runs/<run_id> answers for that run''s event log (streams.md §1): {streamId, contentType, nextOffset, closed}.';
+COMMENT ON FUNCTION sandbox_persist.stream_head(path text, producer_id text, now_ms bigint) IS 'Durable stream head (docs/contract/streams.md §4): json {streamId, contentType, nextOffset, closed, ttlSeconds?, expiresAt?, producer?: {epoch, lastSeq}}; does not renew the TTL. A path run-logs/<run_id> answers for that run''s event log (streams.md §1): {streamId, contentType, nextOffset, closed}.';
 
 -- function stream_read(text, text, integer, bigint)
 CREATE FUNCTION sandbox_persist.stream_read(path text, "offset" text DEFAULT '-1'::text, max_bytes integer DEFAULT 1048576, now_ms bigint DEFAULT NULL::bigint, OUT meta json, OUT body bytea) RETURNS record
@@ -1756,7 +1756,7 @@ CREATE FUNCTION sandbox_persist.stream_read(path text, "offset" text DEFAULT '-1
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS 'MODULE_PATHNAME', 'stream_read';
 
-COMMENT ON FUNCTION sandbox_persist.stream_read(path text, "offset" text, max_bytes integer, now_ms bigint, OUT meta json, OUT body bytea) IS 'Durable stream read (docs/contract/streams.md §4): whole entries from offset (-1, now or one the stream issued; SP708 otherwise) up to max_bytes, at least one, through the fork chain; meta {streamId, contentType, startOffset, nextOffset, upToDate, closed, ttlSeconds?, expiresAt?}, body the bytes (a JSON array for JSON streams). Renews a sliding TTL. A path runs/<run_id> reads that run''s event log as a JSON stream (streams.md §1; streamId "eventLog:<logId>").';
+COMMENT ON FUNCTION sandbox_persist.stream_read(path text, "offset" text, max_bytes integer, now_ms bigint, OUT meta json, OUT body bytea) IS 'Durable stream read (docs/contract/streams.md §4): whole entries from offset (-1, now or one the stream issued; SP708 otherwise) up to max_bytes, at least one, through the fork chain; meta {streamId, contentType, startOffset, nextOffset, upToDate, closed, ttlSeconds?, expiresAt?}, body the bytes (a JSON array for JSON streams). Renews a sliding TTL. A path run-logs/<run_id> reads that run''s event log as a JSON stream (streams.md §1; streamId "eventLog:<logId>").';
 
 -- function unschedule_maintenance()
 CREATE FUNCTION sandbox_persist.unschedule_maintenance() RETURNS boolean
@@ -1996,7 +1996,7 @@ COMMENT ON COLUMN sandbox_persist.event_logs.tail_digest IS 'The running digest 
 
 COMMENT ON COLUMN sandbox_persist.event_logs.lost_tail_seq IS 'The sequence number of the PRODUCER_LOST chunk maintenance (A10) ended the log with; NULL for a log it never ended. The log still ends that way while this equals tail_seq.';
 
-COMMENT ON COLUMN sandbox_persist.event_logs.epoch_first_seqs IS 'The epoch transitions of the log (docs/contract/streams.md §1), with epochs: entries from epoch_first_seqs[i] on have epoch epochs[i] in their stream offsets (runs/<run_id>), entries before the first have epoch 0. Ascending; NULL while the log never changed epoch. An append adds one only when the timeline''s epoch is above the log''s last (after a failover or a point-in-time recovery).';
+COMMENT ON COLUMN sandbox_persist.event_logs.epoch_first_seqs IS 'The epoch transitions of the log (docs/contract/streams.md §1), with epochs: entries from epoch_first_seqs[i] on have epoch epochs[i] in their stream offsets (run-logs/<run_id>), entries before the first have epoch 0. Ascending; NULL while the log never changed epoch. An append adds one only when the timeline''s epoch is above the log''s last (after a failover or a point-in-time recovery).';
 
 COMMENT ON COLUMN sandbox_persist.event_logs.epochs IS 'The epochs of the transitions in epoch_first_seqs (same positions), strictly increasing; the last is the epoch of the log''s newest entries. NULL while the log never changed epoch (epoch 0).';
 
@@ -2376,6 +2376,7 @@ CREATE TABLE sandbox_persist.streams (
     fork_sub_offset bigint,
     fork_count bigint DEFAULT 0 NOT NULL,
     deleted_at bigint,
+    producer_fence bigint,
     CONSTRAINT streams_ttl_or_expiry CHECK (((ttl_seconds IS NULL) OR (expires_at IS NULL)))
 );
 
@@ -2386,6 +2387,8 @@ COMMENT ON COLUMN sandbox_persist.streams.path IS 'The stream''s path while it i
 COMMENT ON COLUMN sandbox_persist.streams.touched_at IS 'The last read or write (ms), for the sliding TTL; a read rewrites it at most once per ttl_seconds * 1000 / 16 ms, at most 60 s apart.';
 
 COMMENT ON COLUMN sandbox_persist.streams.fork_count IS 'How many forks read through this stream; a delete while it is positive is a soft delete.';
+
+COMMENT ON COLUMN sandbox_persist.streams.producer_fence IS 'The highest producer epoch accepted by an append with streamFence (docs/contract/streams.md §4): any producer below it is refused (SP706), whatever its id. NULL until such an append.';
 
 -- sequence streams_stream_id_seq
 ALTER TABLE sandbox_persist.streams ALTER COLUMN stream_id ADD GENERATED ALWAYS AS IDENTITY (

@@ -20,7 +20,7 @@
  *
  * Since 0.5.0 the log row also keeps its epoch transitions (epoch_first_seqs,
  * epochs: docs/contract/streams.md §1), which give every entry the epoch of
- * its offset in the stream view runs/<run_id> (stream_run_logs.c). The
+ * its offset in the stream view run-logs/<run_id> (stream_run_logs.c). The
  * statement that moves tail_seq appends a transition when the timeline's
  * epoch is above the log's last one: only after a failover or a
  * point-in-time recovery, so an append costs the same.

@@ -150,7 +150,7 @@ StreamTouch(const StreamRow *row, int64 now)
  * max_bytes (at least one), through the fork chain (§4 rule 3); meta =
  * {streamId, contentType, startOffset, nextOffset, upToDate, closed,
  * ttlSeconds?, expiresAt?}. A JSON stream's body is the array of its
- * messages. Renews a sliding TTL. A runs/<run_id> path reads the run's event
+ * messages. Renews a sliding TTL. A run-logs/<run_id> path reads the run's event
  * log (stream_run_logs.c).
  */
 Datum

@@ -2,7 +2,7 @@
  * stream_run_logs.c
  *
  * A run's durable event log (event_log.c) seen as a read-only JSON stream at
- * path runs/<run_id> (docs/contract/streams.md §1): stream_read and
+ * path run-logs/<run_id> (docs/contract/streams.md §1): stream_read and
  * stream_head serve it from event_logs and event_log_entries, each chunk one
  * JSON message (its exact stored text); stream_create, stream_append and
  * stream_delete refuse the path (STREAM_CONFLICT), which no protocol stream
@@ -33,7 +33,7 @@
 #include "streams.h"
 
 /* The path prefix of the run log view (§1). */
-#define STREAM_RUN_LOG_PREFIX "runs/"
+#define STREAM_RUN_LOG_PREFIX "run-logs/"
 
 /* The streamId of a run log in answers: distinct from the numeric ids of protocol streams. */
 #define STREAM_RUN_LOG_ID_PREFIX "eventLog:"
@@ -62,7 +62,7 @@ typedef struct RunLogRow
 	int64	   *epochs;			/* ascending, paired with first_seqs */
 } RunLogRow;
 
-/* Whether path names the run log view (runs/...). */
+/* Whether path names the run log view (run-logs/...). */
 bool
 StreamIsRunLogPath(const char *path)
 {
@@ -79,7 +79,7 @@ StreamRefuseRunLogWrite(const char *path, const char *what)
 			 errdetail_sp(SP_STREAM_CONFLICT,
 						  "The path \"%s\" is the read-only view of a run's event log; a stream %s there is refused.",
 						  path, what),
-			 errhint("Use a path outside runs/; a run's log is written by event_log_append and event_log_close.")));
+			 errhint("Use a path outside run-logs/; a run's log is written by event_log_append and event_log_close.")));
 }
 
 /* The int8[] column col of the current SPI result's first row, as *n values (NULL: none). */

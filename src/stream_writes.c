@@ -34,12 +34,17 @@ static SpQuery stream_producer_upsert = {
 	4, {INT8OID, TEXTOID, INT8OID, INT8OID}
 };
 
+static SpQuery stream_raise_fence = {
+	"UPDATE sandbox_persist.streams SET producer_fence = $2 WHERE stream_id = $1",
+	2, {INT8OID, INT8OID}
+};
+
 /* Read stream_append's options (argument argno; SQL NULL means none). */
 static void
 StreamReadAppendOptions(FunctionCallInfo fcinfo, int argno, StreamAppendOptions *out)
 {
 	static const char *const names[] = {"close", "producerId", "producerEpoch", "producerSeq",
-	"streamSeq"};
+	"streamSeq", "streamFence"};
 	SpJson	   *m[lengthof(names)] = {NULL};
 
 	memset(out, 0, sizeof(StreamAppendOptions));
@@ -61,6 +66,12 @@ StreamReadAppendOptions(FunctionCallInfo fcinfo, int argno, StreamAppendOptions 
 	if (m[4] != NULL)
 		out->stream_seq = SpCheckStringJson(m[4], "streamSeq", true, SP_ID_MAX_BYTES,
 											SP_CHECK_PLAIN);
+	out->stream_fence = StreamBoolOption(m[5], "streamFence");
+	if (out->stream_fence && out->producer_id == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("streamFence needs a producer"),
+				 errdetail("A stream-wide fence is set by an idempotent append's producerEpoch.")));
 }
 
 /* Whether an append repeats the producer tuple that closed the stream. */
@@ -104,6 +115,11 @@ StreamCheckProducer(const StreamRow *row, StreamAppendOptions *o)
 	int64		epoch = -1;
 	int64		last = -1;
 
+	if (row->has_fence && o->producer_epoch < row->producer_fence)
+		sp_error(SP_STREAM_PRODUCER_EPOCH_STALE,
+				 ("stream producer epoch is stale"),
+				 "The stream is fenced at producer epoch " INT64_FORMAT "; producer \"%s\" gave epoch "
+				 INT64_FORMAT ".", row->producer_fence, o->producer_id, o->producer_epoch);
 	StreamProducerAt(row->stream_id, o->producer_id, false, &epoch, &last);
 	if (o->producer_epoch < epoch)
 		sp_error(SP_STREAM_PRODUCER_EPOCH_STALE,
@@ -226,6 +242,13 @@ stream_append(PG_FUNCTION_ARGS)
 			SpArgInt64(&args, o.producer_seq);
 			SpExec(&stream_producer_upsert, &args, false, 0);
 		}
+		if (o.stream_fence && (!row.has_fence || o.producer_epoch > row.producer_fence))
+		{
+			SpArgsInit(&args);
+			SpArgInt64(&args, row.stream_id);
+			SpArgInt64(&args, o.producer_epoch);
+			SpExec(&stream_raise_fence, &args, false, 0);
+		}
 		if (empty)
 			outcome = "closed";
 		else
@@ -246,9 +269,10 @@ stream_append(PG_FUNCTION_ARGS)
 
 /*
  * stream_head(path text, producer_id text, now_ms bigint) -> json {streamId,
- * contentType, nextOffset, closed, ttlSeconds?, expiresAt?, producer?}: the
- * stream's state without renewing its TTL; producer {epoch, lastSeq} when
- * producer_id is given and known. A runs/<run_id> path is the run's event
+ * contentType, nextOffset, closed, ttlSeconds?, expiresAt?, producerFence?,
+ * producer?}: the stream's state without renewing its TTL; producerFence once
+ * an append set it; producer {epoch, lastSeq} when producer_id is given and
+ * known. A run-logs/<run_id> path is the run's event
  * log (stream_run_logs.c).
  */
 Datum
@@ -273,6 +297,8 @@ stream_head(PG_FUNCTION_ARGS)
 	initStringInfo(&result);
 	appendStringInfoChar(&result, '{');
 	StreamAppendState(&result, &row);
+	if (row.has_fence)
+		appendStringInfo(&result, ",\"producerFence\":" INT64_FORMAT, row.producer_fence);
 	MemoryContextSwitchTo(spi);
 	if (producer_id != NULL)
 	{

@@ -102,6 +102,7 @@ StreamReadRow(StreamRow *out)
 	out->has_sub = SpGetInt64(0, SpColumn(STREAM_COL_FORK_SUB), &out->fork_sub_offset);
 	SpGetInt64(0, SpColumn(STREAM_COL_FORK_COUNT), &out->fork_count);
 	SpGetBool(0, SpColumn(STREAM_COL_DELETED), &out->deleted);
+	out->has_fence = SpGetInt64(0, SpColumn(STREAM_COL_PRODUCER_FENCE), &out->producer_fence);
 }
 
 /* The row at path (FOR UPDATE when asked); false when no row holds the path. Inside SPI. */

@@ -7,7 +7,7 @@
  * stream_create.c (create and fork), stream_bodies.c (bodies and content
  * types), stream_offsets.c (the offset format), stream_reads.c (reads
  * through a fork chain), stream_purge.c (maintain()'s A13),
- * stream_run_logs.c (a run's event log read as the stream runs/<run_id>),
+ * stream_run_logs.c (a run's event log read as the stream run-logs/<run_id>),
  * and the subscriptions of §7: stream_subscriptions.c (configuration and
  * links), stream_wakes.c (wakes, claims, acks, deliveries) and
  * stream_subscription_rules.c (globs, webhook URLs). Nothing here takes
@@ -51,13 +51,14 @@
 #define STREAM_COL_FORK_SUB "fork_sub_offset"
 #define STREAM_COL_FORK_COUNT "fork_count"
 #define STREAM_COL_DELETED "deleted"
+#define STREAM_COL_PRODUCER_FENCE "producer_fence"
 
 /* The select list of a streams row, in the names above. */
 #define STREAM_ROW_COLUMNS \
 	"stream_id, content_type, json_mode, ttl_seconds, expires_at, touched_at," \
 	" closed_at IS NOT NULL AS closed, closed_producer, closed_epoch, closed_seq," \
 	" tail_seq, tail_epoch, stream_seq, source_id, fork_seq, fork_offset, fork_sub_offset," \
-	" fork_count, deleted_at IS NOT NULL AS deleted"
+	" fork_count, deleted_at IS NOT NULL AS deleted, producer_fence"
 
 /* One streams row, copied out of the SPI result. */
 typedef struct StreamRow
@@ -85,6 +86,8 @@ typedef struct StreamRow
 	int64		fork_sub_offset;
 	int64		fork_count;
 	bool		deleted;
+	bool		has_fence;
+	int64		producer_fence; /* the stream-wide epoch fence, when has_fence */
 } StreamRow;
 
 /* What an offset argument names. */
@@ -103,6 +106,7 @@ typedef struct StreamAppendOptions
 	int64		producer_epoch;
 	int64		producer_seq;
 	int64		accepted_seq;	/* the answer's producerSeq: the highest seq accepted */
+	bool		stream_fence;	/* the epoch also fences the stream's other producers */
 	char	   *stream_seq;
 } StreamAppendOptions;
 

@@ -1,11 +1,11 @@
 -- pgTAP: durable streams, the Durable Streams protocol stored in PostgreSQL
--- (docs/contract/streams.md). Cases DS1-DS23 (listed in streams.md §8).
+-- (docs/contract/streams.md). Cases DS1-DS23 and DS45 (listed in streams.md §8).
 -- Every refused call is checked for its SQLSTATE and for leaving every
 -- stream table as it was.
 -- Run with: pg_prove -d <db> test/pgtap/streams.sql (needs allow_test_reset
 -- and allow_client_clock on).
 BEGIN;
-SELECT plan(184);
+SELECT plan(205);
 SELECT sandbox_persist._reset_for_tests();
 SET LOCAL sandbox_persist.allow_client_clock = on;
 SET LOCAL sandbox_persist.test_timeline = 1;
@@ -151,6 +151,43 @@ SELECT is(pg_temp.ap('p5', 'b', '{"producerId":"w","producerEpoch":0,"producerSe
             - 'streamId' - 'nextOffset' - 'closed',
           '{"outcome":"duplicate","producerEpoch":0,"producerSeq":2}',
           'DS5: a duplicate answers the highest seq accepted (2), not its own (1)');
+
+------------------------------------------------------------------------------
+-- DS45: the stream-wide producer fence (streamFence).
+------------------------------------------------------------------------------
+SELECT pg_temp.mk('f', 'application/json');
+SELECT is(sandbox_persist.stream_head('f', NULL, 1000)::jsonb ? 'producerFence', false,
+          'DS45: a stream has no fence until an append sets one');
+SELECT is(pg_temp.ap('f', '[1]', '{"producerId":"A","producerEpoch":1,"producerSeq":0,"streamFence":true}',
+                     'application/json')->>'outcome', 'appended', 'DS45: a fenced append');
+SELECT is((sandbox_persist.stream_head('f', NULL, 1000)->>'producerFence')::int, 1, 'DS45: head reports the fence');
+SELECT is(pg_temp.ap('f', '[2]', '{"producerId":"B","producerEpoch":2,"producerSeq":0,"streamFence":true}',
+                     'application/json')->>'outcome', 'appended', 'DS45: another producer at a higher epoch');
+SELECT is((sandbox_persist.stream_head('f', 'A', 1000)::jsonb - 'streamId'),
+          jsonb_build_object('contentType', 'application/json', 'nextOffset', pg_temp.off(0, 2), 'closed', false,
+                             'producerFence', 2, 'producer', jsonb_build_object('epoch', 1, 'lastSeq', 0)),
+          'DS45: the fence rose to 2; producer A is still at its own epoch 1');
+SELECT pg_temp.rejects($$SELECT pg_temp.ap('f', '[3]', '{"producerId":"A","producerEpoch":1,"producerSeq":1,"streamFence":true}', 'application/json')$$,
+                       'SP706 STREAM_PRODUCER_EPOCH_STALE', 'DS45: a producer below the fence, whatever its id');
+SELECT pg_temp.rejects($$SELECT pg_temp.ap('f', '[3]', '{"producerId":"A","producerEpoch":1,"producerSeq":1}', 'application/json')$$,
+                       'SP706 STREAM_PRODUCER_EPOCH_STALE', 'DS45: the fence is the stream''s: an append without streamFence meets it too');
+SELECT pg_temp.rejects($$SELECT pg_temp.ap('f', '[3]', '{"producerId":"C","producerEpoch":0,"producerSeq":0}', 'application/json')$$,
+                       'SP706 STREAM_PRODUCER_EPOCH_STALE', 'DS45: a new producer below the fence');
+SELECT pg_temp.rejects($$SELECT pg_temp.ap('f', '[1]', '{"producerId":"A","producerEpoch":1,"producerSeq":0,"streamFence":true}', 'application/json')$$,
+                       'SP706 STREAM_PRODUCER_EPOCH_STALE', 'DS45: below the fence even a retry of an accepted append is refused');
+SELECT is(pg_temp.ap('f', '[3]', '{"producerId":"D","producerEpoch":2,"producerSeq":0,"streamFence":true}',
+                     'application/json')->>'outcome', 'appended', 'DS45: a producer at the fence appends');
+SELECT is(pg_temp.ap('f', '[4]', NULL, 'application/json')->>'outcome', 'appended',
+          'DS45: an append without a producer is not fenced (the protocol''s plain append)');
+SELECT pg_temp.rejects($$SELECT pg_temp.ap('f', '[5]', '{"streamFence":true}', 'application/json')$$,
+                       '22023', 'DS45: streamFence without a producer');
+SELECT pg_temp.rejects($$SELECT pg_temp.ap('f', '[5]', '{"producerId":"D","producerEpoch":2,"producerSeq":1,"streamFence":1}', 'application/json')$$,
+                       '22023', 'DS45: streamFence not a boolean');
+SELECT pg_temp.mk('f-fork', 'application/json', json_build_object('forkedFrom', 'f'));
+SELECT is(sandbox_persist.stream_head('f-fork', NULL, 1000)::jsonb ? 'producerFence', false,
+          'DS45: a fork starts without the source''s fence (as without its producers)');
+SELECT is(pg_temp.ap('f-fork', '[9]', '{"producerId":"A","producerEpoch":0,"producerSeq":0}', 'application/json')->>'outcome',
+          'appended', 'DS45: a producer at epoch 0 appends to the fork');
 
 ------------------------------------------------------------------------------
 -- DS6: close-only requests are idempotent.

@@ -1,5 +1,5 @@
 -- pgTAP: a run's event log read through the durable streams functions as the
--- read-only JSON stream runs/<run_id> (docs/contract/streams.md §1), with
+-- read-only JSON stream run-logs/<run_id> (docs/contract/streams.md §1), with
 -- offsets that carry the epoch of each entry (§3). Cases DS24-DS31 (listed in
 -- streams.md §8). Every refused call is checked for its SQLSTATE and for
 -- leaving the stream and event log tables unchanged.
@@ -43,10 +43,10 @@ $$;
 CREATE FUNCTION pg_temp.ev(run text, chunks text) RETURNS json LANGUAGE sql AS $$
     SELECT sandbox_persist.event_log_append(run, chunks::json)
 $$;
--- Read runs/<run> (body as text).
+-- Read run-logs/<run> (body as text).
 CREATE FUNCTION pg_temp.rd(run text, off text DEFAULT '-1', mb integer DEFAULT 1048576)
 RETURNS TABLE (meta json, body text) LANGUAGE sql AS $$
-    SELECT r.meta, convert_from(r.body, 'UTF8') FROM sandbox_persist.stream_read('runs/' || run, off, mb, 1000) r
+    SELECT r.meta, convert_from(r.body, 'UTF8') FROM sandbox_persist.stream_read('run-logs/' || run, off, mb, 1000) r
 $$;
 CREATE FUNCTION pg_temp.off(e bigint, s bigint) RETURNS text LANGUAGE sql AS $$
     SELECT lpad(e::text, 16, '0') || '_' || lpad(s::text, 16, '0')
@@ -100,16 +100,16 @@ SELECT is((SELECT body FROM pg_temp.rd('r1')),
           '[' || (SELECT string_agg(chunk::text, ',' ORDER BY seq) FROM sandbox_persist.event_log_entries
                    WHERE log_id = pg_temp.log_id('r1')) || ']',
           'DS24: the body joins the stored chunks with commas');
-SELECT is((SELECT r.body FROM sandbox_persist.stream_read('runs/r1', '-1', 1048576, 1000) r),
+SELECT is((SELECT r.body FROM sandbox_persist.stream_read('run-logs/r1', '-1', 1048576, 1000) r),
           convert_to((SELECT body FROM pg_temp.rd('r1')), 'UTF8'), 'DS24: the body bytes are the UTF-8 text');
-SELECT is(sandbox_persist.stream_head('runs/r1', NULL, 1000)::jsonb,
+SELECT is(sandbox_persist.stream_head('run-logs/r1', NULL, 1000)::jsonb,
           json_build_object('streamId', 'eventLog:' || pg_temp.log_id('r1'), 'contentType', 'application/json',
                             'nextOffset', pg_temp.off(0, 3), 'closed', false)::jsonb,
           'DS24: head: streamId, contentType, the tail, closed');
-SELECT is(sandbox_persist.stream_head('runs/r1', 'some-producer', 1000)::jsonb ? 'producer', false,
+SELECT is(sandbox_persist.stream_head('run-logs/r1', 'some-producer', 1000)::jsonb ? 'producer', false,
           'DS24: head with a producer id reports no producer (a run log has none)');
 SELECT is((SELECT meta->>'nextOffset' FROM pg_temp.rd('r1')),
-          (SELECT sandbox_persist.stream_head('runs/r1', NULL, 1000)->>'nextOffset'),
+          (SELECT sandbox_persist.stream_head('run-logs/r1', NULL, 1000)->>'nextOffset'),
           'DS24: read and head agree on the tail');
 SELECT pg_temp.ev('r1-empty', '[]')::text::void;
 SELECT is(pg_temp.sp($$SELECT pg_temp.rd('r1-empty')$$), 'SP701 STREAM_NOT_FOUND',
@@ -156,7 +156,7 @@ SELECT is((SELECT (meta->>'closed') || ' ' || (meta->>'upToDate') FROM pg_temp.r
 SELECT is((SELECT (meta->>'closed') || ' ' || (meta->>'upToDate') FROM pg_temp.rd('r3')), 'true true',
           'DS26: a read reaching the tail of a closed log is closed');
 SELECT is((SELECT meta->>'closed' FROM pg_temp.rd('r3', 'now')), 'true', 'DS26: now on a closed log: closed');
-SELECT is((sandbox_persist.stream_head('runs/r3', NULL, 1000)->>'closed'), 'true', 'DS26: head of a closed log');
+SELECT is((sandbox_persist.stream_head('run-logs/r3', NULL, 1000)->>'closed'), 'true', 'DS26: head of a closed log');
 SELECT sandbox_persist.event_log_close('r3-never-appended');
 SELECT is((SELECT body || ' ' || (meta->>'nextOffset') || ' ' || (meta->>'closed') FROM pg_temp.rd('r3-never-appended')),
           '[] ' || pg_temp.off(0, 0) || ' true', 'DS26: a log closed without entries reads as a closed empty stream');
@@ -165,44 +165,44 @@ SELECT is((SELECT body || ' ' || (meta->>'nextOffset') || ' ' || (meta->>'closed
 -- DS27: no such run log is SP701.
 ------------------------------------------------------------------------------
 SELECT pg_temp.rejects($$SELECT pg_temp.rd('nobody')$$, 'SP701 STREAM_NOT_FOUND', 'DS27: read of a run without a log');
-SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_head('runs/nobody', NULL, 1000)$$, 'SP701 STREAM_NOT_FOUND',
+SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_head('run-logs/nobody', NULL, 1000)$$, 'SP701 STREAM_NOT_FOUND',
                        'DS27: head of a run without a log');
-SELECT pg_temp.rejects($$SELECT pg_temp.rd('')$$, 'SP701 STREAM_NOT_FOUND', 'DS27: runs/ with an empty run id');
+SELECT pg_temp.rejects($$SELECT pg_temp.rd('')$$, 'SP701 STREAM_NOT_FOUND', 'DS27: run-logs/ with an empty run id');
 SELECT pg_temp.rejects($$SELECT pg_temp.rd('nobody', pg_temp.off(0, 0))$$, 'SP701 STREAM_NOT_FOUND',
                        'DS27: not found comes before the offset check');
-SELECT is(pg_temp.sp($$SELECT sandbox_persist.stream_read('Runs/r1', '-1', 1000, 1000)$$), 'SP701 STREAM_NOT_FOUND',
-          'DS27: the prefix is case-sensitive: Runs/r1 is a protocol stream path');
-SELECT is((sandbox_persist.stream_create('runsx/r1', 'text/plain', NULL, NULL, 1000)->>'created'), 'true',
-          'DS27: runsx/ is an ordinary path');
+SELECT is(pg_temp.sp($$SELECT sandbox_persist.stream_read('Run-logs/r1', '-1', 1000, 1000)$$), 'SP701 STREAM_NOT_FOUND',
+          'DS27: the prefix is case-sensitive: Run-logs/r1 is a protocol stream path');
+SELECT is((sandbox_persist.stream_create('run-logsx/r1', 'text/plain', NULL, NULL, 1000)->>'created'), 'true',
+          'DS27: run-logsx/ is an ordinary path');
 SELECT pg_temp.rejects($$SELECT pg_temp.rd('r2/x')$$, 'SP701 STREAM_NOT_FOUND',
-                       'DS27: runs/<run>/x names the run "<run>/x", which has no log');
+                       'DS27: run-logs/<run>/x names the run "<run>/x", which has no log');
 
 ------------------------------------------------------------------------------
--- DS28: writes at runs/... are SP703; a protocol stream row there is shadowed.
+-- DS28: writes at run-logs/... are SP703; a protocol stream row there is shadowed.
 ------------------------------------------------------------------------------
-SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_create('runs/r1', 'application/json', NULL, NULL, 1000)$$,
+SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_create('run-logs/r1', 'application/json', NULL, NULL, 1000)$$,
                        'SP703 STREAM_CONFLICT', 'DS28: create at the path of a run log');
-SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_create('runs/no-log-yet', 'application/json', NULL, NULL, 1000)$$,
-                       'SP703 STREAM_CONFLICT', 'DS28: create at runs/ for a run without a log');
-SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_append('runs/r1', 'application/json', convert_to('{"x":1}', 'UTF8'), NULL, 1000)$$,
+SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_create('run-logs/no-log-yet', 'application/json', NULL, NULL, 1000)$$,
+                       'SP703 STREAM_CONFLICT', 'DS28: create at run-logs/ for a run without a log');
+SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_append('run-logs/r1', 'application/json', convert_to('{"x":1}', 'UTF8'), NULL, 1000)$$,
                        'SP703 STREAM_CONFLICT', 'DS28: append');
-SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_append('runs/r1', NULL, NULL, '{"close":true}', 1000)$$,
+SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_append('run-logs/r1', NULL, NULL, '{"close":true}', 1000)$$,
                        'SP703 STREAM_CONFLICT', 'DS28: a close-only append');
-SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_delete('runs/r1', 1000)$$, 'SP703 STREAM_CONFLICT', 'DS28: delete');
-SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_create('fork-of-run', 'application/json', '{"forkedFrom":"runs/r1"}', NULL, 1000)$$,
+SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_delete('run-logs/r1', 1000)$$, 'SP703 STREAM_CONFLICT', 'DS28: delete');
+SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_create('fork-of-run', 'application/json', '{"forkedFrom":"run-logs/r1"}', NULL, 1000)$$,
                        'SP703 STREAM_CONFLICT', 'DS28: a fork of a run log');
-SELECT is(pg_temp.message($$SELECT sandbox_persist.stream_append('runs/r1', 'application/json', convert_to('{"x":1}', 'UTF8'), NULL, 1000)$$),
+SELECT is(pg_temp.message($$SELECT sandbox_persist.stream_append('run-logs/r1', 'application/json', convert_to('{"x":1}', 'UTF8'), NULL, 1000)$$),
           'stream path is a run''s event log', 'DS28: the message names the reason');
--- A protocol stream row at runs/... (none can exist after a create: only by
+-- A protocol stream row at run-logs/... (none can exist after a create: only by
 -- hand or a development build of 0.5.0) is shadowed: reads serve the run
 -- log, writes are refused, the row is left alone.
 INSERT INTO sandbox_persist.streams (path, content_type, json_mode, created_at, touched_at)
-VALUES ('runs/r2', 'text/plain', false, 1000, 1000), ('runs/legacy', 'text/plain', false, 1000, 1000);
+VALUES ('run-logs/r2', 'text/plain', false, 1000, 1000), ('run-logs/legacy', 'text/plain', false, 1000, 1000);
 SELECT is((SELECT body FROM pg_temp.rd('r2', pg_temp.off(0, 5))), '[{"i":6}]',
-          'DS28: a protocol stream row at runs/<run> does not hide the run log');
+          'DS28: a protocol stream row at run-logs/<run> does not hide the run log');
 SELECT pg_temp.rejects($$SELECT pg_temp.rd('legacy')$$, 'SP701 STREAM_NOT_FOUND',
-                       'DS28: a protocol stream row at runs/<run> without a log is not served');
-SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_delete('runs/legacy', 1000)$$, 'SP703 STREAM_CONFLICT',
+                       'DS28: a protocol stream row at run-logs/<run> without a log is not served');
+SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_delete('run-logs/legacy', 1000)$$, 'SP703 STREAM_CONFLICT',
                        'DS28: nor deleted');
 
 ------------------------------------------------------------------------------

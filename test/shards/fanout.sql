@@ -248,7 +248,7 @@ SELECT lives_ok('DROP ROLE sh_app', 'SH11.6 after which the role can be dropped'
 
 ------------------------------------------------------------------------------
 -- SH12: durable streams by path; a fork on its source's shard (a pin when its
--- path hashes elsewhere); runs/<run_id> with the run.
+-- path hashes elsewhere); run-logs/<run_id> with the run.
 ------------------------------------------------------------------------------
 SELECT sandbox_persist._reset_for_tests();
 SELECT shard_test.key_on('st-src/', 0) AS ssrc, shard_test.key_on('st-fork/', 1) AS sfork,
@@ -306,22 +306,22 @@ SELECT is(sandbox_persist.stream_create(:'sfork0', 'text/plain', pg_temp.fork_of
     'SH12.26 a fork whose path hashes to its source''s shard is created there');
 SELECT is(pg_temp.stream_on(0, :'sfork0') || '/' || (SELECT count(*) FROM sandbox_persist.stream_placement WHERE path = :'sfork0'),
     '1/0', 'SH12.27 ... without a pin');
--- runs/<run_id>: the run's event log, on the run's shard (not the hash of the path or run id).
+-- run-logs/<run_id>: the run's event log, on the run's shard (not the hash of the path or run id).
 SELECT shard_test.key_on('st-run-', 0) AS srun \gset
 SELECT sandbox_persist.run_create_or_resume(json_build_object('runId', :'srun', 'threadId', :'t1', 'startedAt', 1));
 SELECT sandbox_persist.event_log_append(:'srun', '[{"type":"a"}]');
-SELECT is(sandbox_persist._partition(sandbox_persist._shard_of_stream('runs/' || :'srun')), 1,
-    'SH12.28 runs/<run_id> goes to the run''s shard (the run id hashes to the other)');
-SELECT is(encode((SELECT body FROM sandbox_persist.stream_read('runs/' || :'srun')), 'escape'), '[{"type":"a"}]',
-    'SH12.29 a run''s log is read at runs/<run_id> through the router');
-SELECT is(sandbox_persist.stream_head('runs/' || :'srun') ->> 'streamId', 'eventLog:' || (sandbox_persist.event_log_read(:'srun', 0, 0) ->> 'logId'),
+SELECT is(sandbox_persist._partition(sandbox_persist._shard_of_stream('run-logs/' || :'srun')), 1,
+    'SH12.28 run-logs/<run_id> goes to the run''s shard (the run id hashes to the other)');
+SELECT is(encode((SELECT body FROM sandbox_persist.stream_read('run-logs/' || :'srun')), 'escape'), '[{"type":"a"}]',
+    'SH12.29 a run''s log is read at run-logs/<run_id> through the router');
+SELECT is(sandbox_persist.stream_head('run-logs/' || :'srun') ->> 'streamId', 'eventLog:' || (sandbox_persist.event_log_read(:'srun', 0, 0) ->> 'logId'),
     'SH12.30 ... and headed');
-SELECT is(split_part(pg_temp.err(format('SELECT sandbox_persist.stream_append(%L, ''application/json'', ''[1]'')', 'runs/' || :'srun')), '|', 1)
-          || split_part(pg_temp.err(format('SELECT sandbox_persist.stream_delete(%L)', 'runs/' || :'srun')), '|', 1)
-          || split_part(pg_temp.err(format('SELECT sandbox_persist.stream_create(%L, ''application/json'')', 'runs/' || :'srun')), '|', 1),
-    'SP703SP703SP703', 'SH12.31 writes at runs/ are refused by the run''s shard');
-SELECT is(split_part(pg_temp.err(format('SELECT sandbox_persist.stream_create(%L, ''text/plain'', %L)', :'splain' || 'x', pg_temp.fork_of('runs/' || :'srun'))), '|', 1),
-    'SP703', 'SH12.32 a fork of a runs/ path is refused');
+SELECT is(split_part(pg_temp.err(format('SELECT sandbox_persist.stream_append(%L, ''application/json'', ''[1]'')', 'run-logs/' || :'srun')), '|', 1)
+          || split_part(pg_temp.err(format('SELECT sandbox_persist.stream_delete(%L)', 'run-logs/' || :'srun')), '|', 1)
+          || split_part(pg_temp.err(format('SELECT sandbox_persist.stream_create(%L, ''application/json'')', 'run-logs/' || :'srun')), '|', 1),
+    'SP703SP703SP703', 'SH12.31 writes at run-logs/ are refused by the run''s shard');
+SELECT is(split_part(pg_temp.err(format('SELECT sandbox_persist.stream_create(%L, ''text/plain'', %L)', :'splain' || 'x', pg_temp.fork_of('run-logs/' || :'srun'))), '|', 1),
+    'SP703', 'SH12.32 a fork of a run-logs/ path is refused');
 SELECT sandbox_persist._reset_for_tests();
 SELECT is((SELECT count(*) FROM sandbox_persist.stream_placement), 0::bigint, 'SH12.33 _reset_for_tests() empties the stream pins');
 

@@ -1,6 +1,6 @@
 /**
  * A run's event log served by the stream server as the read-only JSON stream
- * `runs/<run_id>` (docs/contract/streams.md §1.1), read with the official
+ * `run-logs/<run_id>` (docs/contract/streams.md §1.1), read with the official
  * Durable Streams client (@durable-streams/client): the log is written the
  * way an application writes it, through postgresDurability
  * (event_log_append), and read from -1, live (long-poll and SSE, woken by the
@@ -41,7 +41,7 @@ afterAll(async () => {
   await durability.close()
 })
 
-const urlOf = (runId: string) => `${server.url}/v1/stream/runs/${encodeURIComponent(runId)}`
+const urlOf = (runId: string) => `${server.url}/v1/stream/run-logs/${encodeURIComponent(runId)}`
 const chunks = (count: number, from = 0): Chunk[] =>
   Array.from({ length: count }, (_, i) => ({ type: 'TEXT_MESSAGE_CONTENT', n: from + i, delta: `d${from + i} ${'é✓"\\'.repeat((from + i) % 3)}` }))
 
@@ -67,7 +67,7 @@ function collect(res: StreamResponse<Chunk>) {
 }
 
 const liveRequests = (runId: string, mode: string) =>
-  requests.filter((r) => r.method === 'GET' && r.url.includes(`/runs/${encodeURIComponent(runId)}?`) && r.url.includes(`live=${mode}`))
+  requests.filter((r) => r.method === 'GET' && r.url.includes(`/run-logs/${encodeURIComponent(runId)}?`) && r.url.includes(`live=${mode}`))
 
 /** The tail offset of a run log (HEAD). */
 async function tailOf(runId: string): Promise<string> {
@@ -76,7 +76,7 @@ async function tailOf(runId: string): Promise<string> {
   return head.headers.get('Stream-Next-Offset')!
 }
 
-describe('a run event log served as the stream runs/<run_id>', () => {
+describe('a run event log served as the stream run-logs/<run_id>', () => {
   it('DS32: a log written through postgresDurability reads back from -1 with exactly its chunks; HEAD gives its tail', async () => {
     const written = chunks(50)
     await writeOverTime('ds32', written, 5, 0)
@@ -103,7 +103,7 @@ describe('a run event log served as the stream runs/<run_id>', () => {
     expect(closed.streamClosed).toBe(true)
   })
 
-  it('DS33: a run without a log is 404; writes at runs/<run_id> are 409 and change nothing', async () => {
+  it('DS33: a run without a log is 404; writes at run-logs/<run_id> are 409 and change nothing', async () => {
     expect((await fetch(urlOf('ds33-nobody'))).status).toBe(404)
     expect((await fetch(urlOf('ds33-nobody'), { method: 'HEAD' })).status).toBe(404)
     await writeOverTime('ds33', chunks(2), 1, 0)
@@ -121,7 +121,7 @@ describe('a run event log served as the stream runs/<run_id>', () => {
     ['DS34.1', 'long-poll'],
     ['DS34.2', 'sse'],
   ] as const) {
-    it(`${id}: a ${mode} reader of runs/<run_id> started before the appends receives every chunk once, in order, and ends at close`, async () => {
+    it(`${id}: a ${mode} reader of run-logs/<run_id> started before the appends receives every chunk once, in order, and ends at close`, async () => {
       const runId = `ds34-${mode}`
       const before = chunks(5)
       await writeOverTime(runId, before, 1, 0)
@@ -163,7 +163,7 @@ describe('a run event log served as the stream runs/<run_id>', () => {
       try {
         const runId = `ds34-wake-${mode}`
         await writeOverTime(runId, chunks(1), 1, 0)
-        const res = await stream<Chunk>({ url: `${slow.url}/v1/stream/runs/${runId}`, live: mode })
+        const res = await stream<Chunk>({ url: `${slow.url}/v1/stream/run-logs/${runId}`, live: mode })
         const got = collect(res)
         await until(() => got.items.length === 1 && slow.handler.liveReaders >= 1, 5000)
         for (let n = 1; n <= 3; n++) {

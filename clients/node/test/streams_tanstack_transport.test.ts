@@ -2,7 +2,7 @@
  * The Durable Streams project's TanStack AI connection adapter
  * (@durable-streams/tanstack-ai-transport, `durableStreamConnection`: the
  * `connection` a TanStack AI chat client subscribes to) reading a run's event
- * log from our stream server as `runs/<run_id>` (docs/contract/streams.md
+ * log from our stream server as `run-logs/<run_id>` (docs/contract/streams.md
  * §1.1). The log is written the way an application writes it: a chat() run
  * served by toServerSentEventsResponse with postgresDurability as its durable
  * log (so the stored chunks are @tanstack/ai's own: CUSTOM run.accepted,
@@ -41,7 +41,7 @@ beforeAll(async () => {
   vi.stubGlobal('fetch', async (input: string | URL | Request, init?: RequestInit) => {
     const response = await realFetch(input, init)
     const url = input instanceof Request ? input.url : String(input)
-    if (url.includes('/v1/stream/runs/')) requests.push({ method: init?.method ?? (input instanceof Request ? input.method : 'GET'), url, status: response.status })
+    if (url.includes('/v1/stream/run-logs/')) requests.push({ method: init?.method ?? (input instanceof Request ? input.method : 'GET'), url, status: response.status })
     return response
   })
 })
@@ -52,7 +52,7 @@ afterAll(async () => {
   await durability.close()
 })
 
-const urlOf = (runId: string) => `${server.url}/v1/stream/runs/${encodeURIComponent(runId)}`
+const urlOf = (runId: string) => `${server.url}/v1/stream/run-logs/${encodeURIComponent(runId)}`
 const requestsOf = (runId: string) => requests.filter((r) => r.url.startsWith(`${urlOf(runId)}?`) || r.url === urlOf(runId))
 
 /** An offline TextAdapter yielding a scripted AG-UI stream; before word i it waits for gates[i] when there is one. */
@@ -148,7 +148,7 @@ function readsOf(runId: string): Array<[string | null, string | null, number]> {
   return made
 }
 
-describe('@durable-streams/tanstack-ai-transport reading runs/<run_id>', () => {
+describe('@durable-streams/tanstack-ai-transport reading run-logs/<run_id>', () => {
   it('DSC10: a finished run: materializeSnapshotFromDurableStream gives the assistant message and the tail; subscribe() from that offset ends at once with nothing', async () => {
     const runId = 'dsc10'
     const sseEvents = await startRun(runId).done
@@ -210,7 +210,7 @@ describe('@durable-streams/tanstack-ai-transport reading runs/<run_id>', () => {
     // Over several pages (maxReadBytes 1000), exactly the pages before the last one arrive.
     const paged = await serveStreams({ pool, port: 0, host: '127.0.0.1', maxReadBytes: 1000 })
     try {
-      const url = `${paged.url}/v1/stream/runs/${runId}`
+      const url = `${paged.url}/v1/stream/run-logs/${runId}`
       const got = consume(durableStreamConnection({ sendUrl: url, emitSnapshotOnSubscribe: false }).subscribe())
       await got.ended
       const reads = requests.filter((r) => r.url.startsWith(`${url}?`))

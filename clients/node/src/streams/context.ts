@@ -24,6 +24,7 @@ export interface ResolvedOptions {
   maxReadBytes: number
   maxLiveReaders: number
   retryAfterSeconds: number
+  streamFencePrefixes: string[]
   logger: SandboxPersistLogger | undefined
 }
 

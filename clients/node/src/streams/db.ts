@@ -33,6 +33,8 @@ export interface ReadMeta extends StreamMeta {
 }
 
 export interface HeadResult extends StreamMeta {
+  /** The stream-wide producer epoch fence, once an append with streamFence set it. */
+  producerFence?: number
   producer?: { epoch: number; lastSeq: number }
 }
 
@@ -51,6 +53,8 @@ export interface AppendOptions {
   producerEpoch?: number
   producerSeq?: number
   streamSeq?: string
+  /** Raise the stream-wide fence to producerEpoch (streamFencePrefixes). */
+  streamFence?: boolean
 }
 
 async function one<T>(db: Queryable, text: string, values: unknown[]): Promise<T> {

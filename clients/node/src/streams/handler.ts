@@ -53,6 +53,14 @@ export interface StreamHandlerOptions {
   retryAfterSeconds?: number
   /** How often live readers re-read while the LISTEN connection is down (default 1000 ms). */
   fallbackPollMs?: number
+  /**
+   * Paths under these prefixes are fenced stream-wide: an idempotent append raises the
+   * stream's fence to its Producer-Epoch, and a producer below the fence gets 403 with
+   * the fence as Producer-Epoch, whatever its Producer-Id (docs/contract/streams.md §4).
+   * Default `['runs/']`: TanStack's `durableStream` writes a run at `runs/<runId>` from
+   * each host with a fresh Producer-Id and the run's driver epoch. `[]` turns it off.
+   */
+  streamFencePrefixes?: string[]
   /** Where unexpected failures (answered 500) and an unreachable database (503) are reported. */
   logger?: SandboxPersistLogger
   /**
@@ -80,6 +88,14 @@ function positive(name: string, value: number | undefined, fallback: number): nu
   return value
 }
 
+function prefixes(name: string, value: string[] | undefined, fallback: string[]): string[] {
+  if (value === undefined) return fallback
+  if (!Array.isArray(value) || value.some((p) => typeof p !== 'string' || p.length === 0)) {
+    throw new TypeError(`${name} must be an array of non-empty strings.`)
+  }
+  return [...value]
+}
+
 function resolve(options: StreamHandlerOptions): ResolvedOptions {
   let basePath = options.basePath ?? '/v1/stream/'
   if (!basePath.startsWith('/')) basePath = `/${basePath}`
@@ -93,6 +109,7 @@ function resolve(options: StreamHandlerOptions): ResolvedOptions {
     maxReadBytes: Math.max(1, Math.floor(positive('maxReadBytes', options.maxReadBytes, 1024 * 1024))),
     maxLiveReaders: positive('maxLiveReaders', options.maxLiveReaders, 10_000),
     retryAfterSeconds: Math.ceil(positive('retryAfterSeconds', options.retryAfterSeconds, 5)),
+    streamFencePrefixes: prefixes('streamFencePrefixes', options.streamFencePrefixes, ['runs/']),
     logger: options.logger,
   }
 }

@@ -52,8 +52,12 @@ async function extraHeaders(
     return sqlstate === 'SP704' ? { [H.closed]: 'true' } : {}
   }
   if (sqlstate === 'SP704') return { [H.closed]: 'true', [H.nextOffset]: head.nextOffset }
+  if (sqlstate === 'SP706' && producer !== undefined) {
+    // The epoch that refused it: the stream's fence or the producer's own, the higher.
+    const epoch = Math.max(head.producerFence ?? -1, head.producer?.epoch ?? -1)
+    return epoch < 0 ? {} : { [H.producerEpoch]: String(epoch) }
+  }
   if (head.producer === undefined || producer === undefined) return {}
-  if (sqlstate === 'SP706') return { [H.producerEpoch]: String(head.producer.epoch) }
   return {
     [H.producerExpectedSeq]: String(head.producer.lastSeq + 1),
     [H.producerReceivedSeq]: String(producer.producerSeq),

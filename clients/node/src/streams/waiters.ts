@@ -4,7 +4,7 @@
  * stream id, docs/contract/streams.md §4 rule 5) and one to
  * `sandbox_persist_event_log` (payload: the log id, then maybe its entries;
  * event-log.md §2.1 rule 7) feed every parked reader of this handler; a run's
- * log read at `runs/<run_id>` has the stream id `eventLog:<logId>`
+ * log read at `run-logs/<run_id>` has the stream id `eventLog:<logId>`
  * (streams.md §1.1), so an append to the log wakes its readers, who read
  * it again (the entries in the payload are not used: the read is the one
  * path). A reader follows one stream id once its first read told it

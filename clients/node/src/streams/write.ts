@@ -64,6 +64,7 @@ export async function handleAppend(ctx: HandlerContext, request: Request, path: 
       ...(close ? { close: true } : {}),
       ...(producer ?? {}),
       ...(streamSeq === null ? {} : { streamSeq }),
+      ...(producer !== undefined && ctx.options.streamFencePrefixes.some((p) => path.startsWith(p)) ? { streamFence: true } : {}),
     }
     const result = await streamAppend(ctx.pool, path, body.length === 0 ? null : contentType, body, options)
     const fresh = result.outcome === 'appended' && body.length > 0 && producer !== undefined

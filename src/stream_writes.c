@@ -2,10 +2,11 @@
  * stream_writes.c
  *
  * The stream functions that act on one existing stream
- * (docs/contract/streams.md §4): stream_append (with idempotent producers
- * and Stream-Seq), stream_head and stream_delete. An append with a body
- * wakes the stream's idle subscriptions (stream_wakes.c); a delete drops the
- * stream's subscription links.
+ * (docs/contract/streams.md §4): stream_append (with idempotent producers,
+ * the stream-wide producer fence and Stream-Seq), stream_head and
+ * stream_delete. An append with a body wakes the stream's idle
+ * subscriptions (stream_wakes.c); a delete drops the stream's subscription
+ * links.
  *
  * Locking: append and delete lock the stream row FOR UPDATE until commit
  * (streams.c states the lock order); head never locks.

@@ -165,12 +165,19 @@ SubPresent(SpJson *node)
 	return node == NULL || node->kind == SPJ_NULL ? NULL : node;
 }
 
-/* A stream path of a subscription (already an id): refused under the reserved __ds prefix. */
+/*
+ * A stream path of a subscription (already an id): refused under the reserved
+ * __ds prefix, and under run-logs/ (a run log's appends issue no wakes, so a
+ * link there would never have work: refused rather than silently idle).
+ */
 static char *
 SubCheckNotReserved(char *path)
 {
 	if (strcmp(path, "__ds") == 0 || strncmp(path, "__ds/", 5) == 0)
 		SubInvalid("stream path is reserved", "Paths under __ds/ are the protocol's control paths.");
+	if (StreamIsRunLogPath(path))
+		SubInvalid("a run's event log cannot be subscribed to",
+				   "Paths under run-logs/ are read-only views of run event logs; subscriptions cover protocol streams.");
 	return path;
 }
 

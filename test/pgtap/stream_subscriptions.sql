@@ -7,7 +7,7 @@
 -- Run with: pg_prove -d <db> test/pgtap/stream_subscriptions.sql (needs
 -- allow_test_reset and allow_client_clock on).
 BEGIN;
-SELECT plan(399);
+SELECT plan(405);
 SELECT sandbox_persist._reset_for_tests();
 SET LOCAL sandbox_persist.allow_client_clock = on;
 SET LOCAL sandbox_persist.test_timeline = 1;
@@ -344,6 +344,12 @@ SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_subscription_link('ds39',
                        '22023', 'DS39: link of a __ds/ path');
 SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_subscription_link('ds39', ARRAY['a', NULL], 1000)$$,
                        '22023', 'DS39: link of a NULL path');
+SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_subscription_link('ds39', ARRAY['run-logs/r1'], 1000)$$,
+                       '22023', 'DS39: link of a run log (its appends issue no wakes)');
+SELECT pg_temp.rejects($$SELECT pg_temp.put('ds39r', '{"type":"webhook","streams":["run-logs/r1"],"webhook":{"url":"https://example.com/h"}}')$$,
+                       '22023', 'DS39: a put naming a run log');
+SELECT pg_temp.rejects($$SELECT pg_temp.put('ds39r', '{"type":"pull-wake","streams":["c/x"],"wake_stream":"run-logs/w","lease_ttl_ms":1000}')$$,
+                       '22023', 'DS39: a wake stream under run-logs/');
 SELECT pg_temp.rejects($$SELECT sandbox_persist.stream_subscription_link('ds39', ARRAY['a', ''], 1000)$$,
                        '22023', 'DS39: link of an empty path');
 SELECT pg_temp.rejects(format($$SELECT sandbox_persist.stream_subscription_link('ds39', ARRAY[%L], 1000)$$, repeat('p', 1025)),

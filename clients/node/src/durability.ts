@@ -32,7 +32,7 @@ import { performance } from 'node:perf_hooks'
 import { resolveResumeRunId, type StreamChunk, type StreamDurability } from '@tanstack/ai'
 import { SandboxPersistError } from './errors.js'
 import { checkNumberOption, checkTextId, json, run, SP, value, type Queryable } from './internal.js'
-import { acquireListener, EVENT_LOG_CHANNEL, Waker, type ListenerOptions, type SharedListener } from './listener.js'
+import { acquireListener, EVENT_LOG_CHANNEL, Waker, type ListenerHealth, type ListenerOptions, type SharedListener } from './listener.js'
 
 export interface PostgresDurabilityOptions extends ListenerOptions {
   /**
@@ -117,6 +117,11 @@ export interface PostgresDurabilityFactory extends AsyncDisposable {
    * run id gets a fresh one and none.
    */
   start: (source: PostgresDurabilitySource) => Promise<PostgresStreamDurability>
+  /**
+   * Whether the LISTEN connection wakes waiters now: `{ ok, listening, problem? }`.
+   * `ok: false` (with the reason) while they fall back to polling; for a health endpoint.
+   */
+  health: () => Promise<ListenerHealth>
   /**
    * Drain, then release this factory's share of the listener connection (it
    * closes when nothing else uses it): new adapters and appends are refused
@@ -280,7 +285,7 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
   const readers = new Map<Waker, Promise<void>>()
   const followers = new LogFollowers(listener)
   const close = () => (drained ??= drain())
-  return Object.assign(makeAdapter, { start, close, [Symbol.asyncDispose]: close })
+  return Object.assign(makeAdapter, { start, close, health: () => handle.health(), [Symbol.asyncDispose]: close })
 
   function makeAdapter(source: PostgresDurabilitySource): PostgresStreamDurability {
     return resolveSource(source).adapter

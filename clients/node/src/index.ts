@@ -59,7 +59,7 @@ export {
 } from './streams/index.js'
 export { sseHeartbeats, DEFAULT_HEARTBEAT_MS, type SseHeartbeatOptions } from './heartbeat.js'
 export { postgresMaintenance, type PostgresMaintenance, type ReaperWakeup, type MaintenanceHealth } from './maintenance.js'
-export { closeSharedListeners, sharedListenerCount, type ListenerOptions } from './listener.js'
+export { closeSharedListeners, sharedListenerCount, type ListenerHealth, type ListenerOptions } from './listener.js'
 export {
   DIAGNOSTICS_CHANNEL,
   type SandboxPersistEvent,

@@ -3,8 +3,10 @@
  * (docs/contract/README.md §6 rule 14), shared by every lock store,
  * durability adapter and maintenance helper made with that source: the same
  * `listenerClient` factory, the same `listenerConnectionString`, or, with
- * neither, the default one (it connects with node-postgres's defaults, the
- * PG* environment, as `new pg.Pool()` without settings does).
+ * neither, the connection settings the pool was given (`connectionString`,
+ * host, port, user, password, database, ssl, options), or with none of those
+ * node-postgres's defaults (the PG* environment, as `new pg.Pool()` without
+ * settings does).
  * Only public node-postgres API is used: `new pg.Client(config)` with the
  * documented `stream` factory for the clients made here, `connect()`,
  * `query()`, `end()` and the `error`, `end` and `notification` events. The
@@ -24,6 +26,10 @@
  * Behind a transaction pooler LISTEN "succeeds" on a pooled server connection
  * whose notifications never reach this client; the check turns that silent
  * fallback to polling into a `listener.not_delivering` report with the fix.
+ *
+ * A degradation is never silent: without any `logger` it is written once to
+ * `console.warn`, and `health()` answers `ok: false` with the reason while
+ * waiters poll.
  */
 import { randomUUID } from 'node:crypto'
 import net from 'node:net'
@@ -62,6 +68,19 @@ export interface ListenerOptions {
    */
   listenerCheckMs?: number
 }
+
+/** What `health()` answers: whether notifications wake waiters now, and why not. */
+export interface ListenerHealth {
+  /** The LISTEN connection is open and a NOTIFY sent through the pool arrived on it. */
+  ok: boolean
+  /** The LISTEN connection is open. */
+  listening: boolean
+  /** Why waiters poll instead (absent when ok). */
+  problem?: string
+}
+
+/** The degradations that make waiters poll: written to the console once when nobody logs them. */
+const POLLING_EVENTS = new Set<SandboxPersistEvent>(['listener.connect_failed', 'listener.lost', 'listener.not_delivering'])
 
 const RETRY_AFTER_FAILURE_MS = 1000
 const DEFAULT_CHECK_MS = 2000
@@ -129,6 +148,11 @@ export class ListenerHandle {
     report([this.logger], event, message, fields)
   }
 
+  /** Whether notifications wake waiters now (connecting first when needed), and why not. */
+  health(): Promise<ListenerHealth> {
+    return this.listener.health()
+  }
+
   /** Give this share back; the connection closes when the last share is released. Idempotent. */
   async release(): Promise<void> {
     if (this.released) return
@@ -153,6 +177,10 @@ export class SharedListener {
   private checkToken: string | undefined
   private checkArrived: (() => void) | undefined
   private check: Promise<boolean> = Promise.resolve(true)
+  /** The last degradation's message, until the connection is back and delivering. */
+  private problem: string | undefined
+  /** Polling degradations already written to the console (when no share has a logger). */
+  private readonly warned = new Set<SandboxPersistEvent>()
 
   constructor(
     private readonly factory: () => pg.Client,
@@ -176,6 +204,14 @@ export class SharedListener {
   async delivering(): Promise<boolean> {
     await this.ready()
     return this.check
+  }
+
+  /** Whether notifications wake waiters now: connected, and the last delivery check passed. */
+  async health(): Promise<ListenerHealth> {
+    const listening = await this.ready()
+    const delivering = listening && (await this.check)
+    if (listening && delivering) return { ok: true, listening }
+    return { ok: false, listening, problem: this.problem ?? 'the LISTEN connection is not open: waiters poll' }
   }
 
   /** Send one NOTIFY through the pool and wait for it on `client` (see the module comment). */
@@ -210,8 +246,7 @@ export class SharedListener {
           'stream hand-offs fall back to polling (resumers lag up to fallbackPollMs, lock waiters up to maxPollMs). ' +
           'The listener most likely goes through a transaction pooler such as PgBouncer, which accepts LISTEN on a ' +
           "pooled server connection and never forwards its notifications (PgBouncer logs \"got packet 'A' from server " +
-          'when not linked"), or it reaches another database than the pool (with neither listenerConnectionString nor ' +
-          'listenerClient the listener connects with the PG* environment, not with the settings the pool was given). ' +
+          'when not linked"), or it reaches another database than the pool. ' +
           'Fix: pass listenerConnectionString (a ' +
           'direct URL to the primary, not through the pooler) or listenerClient to postgresLocks / postgresDurability / ' +
           'postgresMaintenance.',
@@ -234,7 +269,14 @@ export class SharedListener {
   }
 
   private report(event: SandboxPersistEvent, message: string, fields?: Record<string, unknown>): void {
-    report([...this.handles].map((h) => h.logger), event, message, fields)
+    const loggers = [...this.handles].map((h) => h.logger)
+    report(loggers, event, message, fields)
+    if (POLLING_EVENTS.has(event)) this.problem = message
+    if (event === 'listener.restored') this.problem = undefined
+    if (POLLING_EVENTS.has(event) && loggers.every((l) => l === undefined) && !this.warned.has(event)) {
+      this.warned.add(event)
+      console.warn(`sandbox-persist: ${message} (written once; pass a logger to see every report)`)
+    }
   }
 
   /**
@@ -385,17 +427,43 @@ export function connectFailureHint(error: unknown): string {
 
 /**
  * The open listeners, by source: a `listenerClient` factory, a
- * `listenerConnectionString`, or the default (node-postgres's defaults, the
- * PG* environment). This is the module's only state; `closeSharedListeners()`
+ * `listenerConnectionString`, a pool's connection settings, or the default
+ * (node-postgres's defaults, the PG* environment). This is the module's only
+ * state (with the ids of password functions); `closeSharedListeners()`
  * empties it.
  */
 const byFactory = new WeakMap<() => pg.Client, SharedListener>()
 const byConnectionString = new Map<string, SharedListener>()
+const bySettings = new Map<string, SharedListener>()
 let byDefault: SharedListener | undefined
 const open = new Set<SharedListener>()
 
-/** Where the listener for `options` lives, and how it connects. */
-function listenerSource(options: ListenerOptions): {
+/** The connection settings of a pg.Pool given in code (none for a pool made from the PG* environment). */
+function poolSettings(pool: unknown): pg.ClientConfig | undefined {
+  const given = (pool as { options?: Record<string, unknown> } | null)?.options
+  if (given === undefined || given === null || typeof given !== 'object') return undefined
+  const picked: Record<string, unknown> = {}
+  for (const key of POOL_SETTINGS) if (given[key] !== undefined) picked[key] = given[key]
+  return Object.keys(picked).length === 0 ? undefined : (picked as pg.ClientConfig)
+}
+
+/** The pool settings a listener connects with (the rest, such as `max`, are the pool's own). */
+const POOL_SETTINGS = ['connectionString', 'host', 'port', 'user', 'password', 'database', 'ssl', 'options'] as const
+
+/** The registry key of pool settings: equal settings share one listener (a password function by identity). */
+const passwordFunctions = new WeakMap<object, number>()
+let nextFunctionId = 0
+function settingsKey(settings: pg.ClientConfig): string {
+  return JSON.stringify(POOL_SETTINGS.map((key) => {
+    const value = (settings as Record<string, unknown>)[key]
+    if (typeof value !== 'function') return value ?? null
+    if (!passwordFunctions.has(value)) passwordFunctions.set(value, nextFunctionId++)
+    return `function#${passwordFunctions.get(value)}`
+  }))
+}
+
+/** Where the listener for `options` (and the pool's settings) lives, and how it connects. */
+function listenerSource(options: ListenerOptions, pool: unknown): {
   get: () => SharedListener | undefined
   set: (l: SharedListener) => void
   forget: (l: SharedListener) => void
@@ -419,8 +487,20 @@ function listenerSource(options: ListenerOptions): {
       factory: () => ownClient({ connectionString }),
     }
   }
-  // Neither: node-postgres's own defaults (the PG* environment), the same
-  // connection whichever pool the store was given, so one listener for all.
+  // Neither: the settings the pool was given, so a pool configured in code
+  // gets a listener on the same database.
+  const settings = poolSettings(pool)
+  if (settings !== undefined) {
+    const key = settingsKey(settings)
+    return {
+      get: () => bySettings.get(key),
+      set: (l) => void bySettings.set(key, l),
+      forget: (l) => void (bySettings.get(key) === l && bySettings.delete(key)),
+      factory: () => ownClient(settings),
+    }
+  }
+  // None: node-postgres's own defaults (the PG* environment), the same
+  // connection for every such pool, so one listener for all.
   return {
     get: () => byDefault,
     set: (l) => void (byDefault = l),
@@ -431,12 +511,13 @@ function listenerSource(options: ListenerOptions): {
 
 /**
  * The shared listener for `options` (its `listenerClient`, or its
- * `listenerConnectionString`, or with neither the default one): stores made
- * with the same source share one LISTEN connection. `pool` is only where the
- * delivery check sends its NOTIFY (`acquireListener`); nothing is read from it.
+ * `listenerConnectionString`, or with neither the connection settings `pool`
+ * was given, or with none the default one): stores made with the same source
+ * share one LISTEN connection. Besides its settings, `pool` is where the
+ * delivery check sends its NOTIFY (`acquireListener`).
  */
-export function sharedListener(_pool: unknown, options: ListenerOptions = {}): SharedListener {
-  const source = listenerSource(options)
+export function sharedListener(pool: unknown, options: ListenerOptions = {}): SharedListener {
+  const source = listenerSource(options, pool)
   let listener = source.get()
   if (listener === undefined) {
     const created = new SharedListener(source.factory, (l) => {
@@ -475,6 +556,7 @@ export async function closeSharedListeners(): Promise<void> {
   const all = [...open]
   open.clear()
   byConnectionString.clear()
+  bySettings.clear()
   byDefault = undefined
   for (const l of all) l.forgetEverywhere()
   await Promise.all(all.map((l) => l.close()))

@@ -21,7 +21,7 @@ import type { LockStore } from '@tanstack/ai/locks'
 import { LeaseRowBusyError, LockAcquireTimeoutError, LockLostError, SandboxPersistError } from './errors.js'
 import { abortReason, checkNumberOption, checkSignal, checkTextId, run, SP, value, type Queryable } from './internal.js'
 import { SandboxPersistConnectionError } from './failover.js'
-import { acquireListener, LOCK_CHANNEL, Waker, type ListenerOptions } from './listener.js'
+import { acquireListener, LOCK_CHANNEL, Waker, type ListenerHealth, type ListenerOptions } from './listener.js'
 
 export interface PostgresLockOptions extends ListenerOptions {
   /** Lease time-to-live sent as `ttl_ms` (1000..600000; default 15000). */
@@ -58,6 +58,11 @@ export interface PostgresLockStore extends LockStore, AsyncDisposable {
   withLock: <T>(key: string, fn: (signal: AbortSignal) => Promise<T>, options?: WithLockOptions) => Promise<T>
   /** The options in force, after defaults. */
   readonly options: Required<Omit<PostgresLockOptions, keyof ListenerOptions | 'pollMs'>>
+  /**
+   * Whether the LISTEN connection wakes waiters now: `{ ok, listening, problem? }`.
+   * `ok: false` (with the reason) while they fall back to polling; for a health endpoint.
+   */
+  health: () => Promise<ListenerHealth>
   /**
    * Drain, then release what this store opened (its share of the listener
    * connection, which closes when no store uses it). Later `withLock` calls
@@ -236,6 +241,7 @@ export function postgresLocks(pool: Queryable, options: PostgresLockOptions = {}
   return {
     options: { ttlMs, renewEveryMs, safetyMarginMs, acquireTimeoutMs, minPollMs, maxPollMs, closeTimeoutMs },
     close,
+    health: () => handle.health(),
     [Symbol.asyncDispose]: close,
 
     async withLock<T>(key: string, fn: (signal: AbortSignal) => Promise<T>, callOptions?: WithLockOptions): Promise<T> {

@@ -247,9 +247,10 @@ describe('observable degradations', () => {
 })
 
 describe('a pg.Client in place of a pool', () => {
-  // Issue 21 item 5: the adapter reads no settings out of a client or pool (no
-  // private connectionParameters, no copied password). The listener uses what
-  // the app gives it, or else node-postgres's defaults (the PG* environment).
+  // Issue 21 item 5: the adapter reads no settings out of a client (no private
+  // connectionParameters). The listener uses what the app gives it, else the
+  // settings a pg.Pool was given (its public options: LS1), else node-postgres's
+  // defaults (the PG* environment).
   it('with listenerClient, waiters are woken by notifications; with nothing, the listener does not borrow the client settings', async () => {
     const config = {
       host: process.env.PGHOST,
@@ -281,13 +282,111 @@ describe('a pg.Client in place of a pool', () => {
       await waiter.close()
 
       // Without a listener option a client gets the default listener (the PG*
-      // environment), the very one any pool gets: nothing is derived from it.
-      expect(sharedListener(client, {})).toBe(sharedListener(holderPool, {}))
+      // environment), the one a pool made from the environment gets: nothing is
+      // derived from the client. A pool configured in code gets its own settings' one.
+      expect(sharedListener(client, {})).toBe(sharedListener(pool, {}))
+      expect(sharedListener(client, {})).not.toBe(sharedListener(holderPool, {}))
       expect(sharedListener(client, {})).not.toBe(sharedListener(client, { listenerClient }))
     } finally {
       process.env.PGPORT = savedPort
       await client.end()
       await holderPool.end()
+    }
+  })
+})
+
+describe('the listener of a pool configured in code (issue 33)', () => {
+  const config = () => ({
+    host: process.env.PGHOST,
+    port: Number(process.env.PGPORT),
+    user: process.env.PGUSER,
+    database: process.env.PGDATABASE,
+  })
+
+  /** Run fn with the PG* environment pointing at nothing (port 1), as in an app that configures its pool in code. */
+  async function withoutEnvironment<T>(fn: () => Promise<T>): Promise<T> {
+    const saved = process.env.PGPORT
+    process.env.PGPORT = '1'
+    try {
+      return await fn()
+    } finally {
+      process.env.PGPORT = saved
+    }
+  }
+
+  it('LS1 the listener connects with the settings the pool was given, not the PG* environment: a follower is woken at once', async () => {
+    const codePool = new pg.Pool({ ...config(), max: 4 })
+    try {
+      await withoutEnvironment(async () => {
+        const logger = recordingLogger()
+        const durability = postgresDurability(codePool, { logger, pollMs: 20_000 })
+        const locks = postgresLocks(codePool, { logger })
+        expect(await durability.health()).toEqual({ ok: true, listening: true })
+        expect(await locks.health()).toEqual({ ok: true, listening: true })
+        const runId = `ls1-${Date.now()}`
+        const reading = (async () => {
+          const seen: unknown[] = []
+          for await (const entry of durability(runId).read('-1')) {
+            seen.push(entry.chunk)
+            if (seen.length === 1) return performance.now()
+          }
+          return Infinity
+        })()
+        await sleep(200) // the reader parks on the log
+        const appended = performance.now()
+        await durability(runId).append([{ type: 'TEXT_MESSAGE_CONTENT', messageId: 'm', delta: 'x' } as never])
+        // Half the 20 s poll: only a notification on the pool's own database gets it there.
+        expect((await reading) - appended).toBeLessThan(10_000)
+        expect(logger.reports.map((r) => r.event)).not.toContain('listener.connect_failed')
+        await durability.close()
+        await locks.close()
+      })
+    } finally {
+      await codePool.end()
+    }
+  })
+
+  it('LS2 a listener that cannot connect: health() is ok false with the reason, and without a logger the console is told once', async () => {
+    const warnings: unknown[][] = []
+    const saved = console.warn
+    console.warn = (...args: unknown[]) => void warnings.push(args)
+    try {
+      const broken = { listenerClient: () => new pg.Client({ host: '127.0.0.1', port: 1, connectionTimeoutMillis: 500 }) }
+      const locks = postgresLocks(pool, { ...broken, minPollMs: 50, maxPollMs: 100 })
+      const health = await locks.health()
+      expect(health.ok).toBe(false)
+      expect(health.listening).toBe(false)
+      expect(health.problem).toMatch(/could not open the LISTEN connection.*Nothing answered at that address/)
+      expect(await locks.withLock('ls2-k', async () => 'ran')).toBe('ran') // waiters poll
+      await sleep(1_100) // past the reconnect back-off: it fails again
+      expect((await locks.health()).ok).toBe(false)
+      const ours = warnings.filter((w) => String(w[0]).startsWith('sandbox-persist:'))
+      expect(ours).toHaveLength(1)
+      expect(String(ours[0]![0])).toMatch(/polling/)
+      await locks.close()
+    } finally {
+      console.warn = saved
+    }
+  })
+
+  it('LS3 with a logger the console stays quiet; health() turns ok again once the connection is back', async () => {
+    const warnings: unknown[][] = []
+    const saved = console.warn
+    console.warn = (...args: unknown[]) => void warnings.push(args)
+    const name = 'sp-ls3'
+    try {
+      const logger = recordingLogger()
+      const locks = postgresLocks(pool, { logger, listenerClient: namedListener(name), minPollMs: 50, maxPollMs: 100 })
+      expect((await locks.health()).ok).toBe(true)
+      await pool.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, [name])
+      await until(() => logger.reports.some((r) => r.event === 'listener.lost'))
+      await sleep(1_100) // the reconnect back-off
+      await until(async () => (await locks.health()).ok)
+      expect(logger.reports.map((r) => r.event)).toContain('listener.restored')
+      expect(warnings.filter((w) => String(w[0]).startsWith('sandbox-persist:'))).toEqual([])
+      await locks.close()
+    } finally {
+      console.warn = saved
     }
   })
 })

@@ -189,8 +189,7 @@ describe('E21 behind PgBouncer (transaction mode)', () => {
     const logger = { warn: (_message: string, report: SandboxPersistReport) => void logged.push(report) }
     try {
       // The listener connects as the pool does, through PgBouncer (a listener
-      // left to the PG* environment would reach it the same way where that
-      // environment names the pooler).
+      // given no option takes the pool's own settings: the pooler too).
       const listenerClient = () => new pg.Client({ host: '127.0.0.1', port })
       const options: ListenerOptions = { logger, listenerCheckMs: 1_000, listenerClient }
       const lagsPromise = readerLags(pool, options, 'e21-bounced', 6)

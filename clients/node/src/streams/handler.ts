@@ -6,7 +6,7 @@
  * subscription routes and webhook delivery in subscriptions.ts.
  */
 import type pg from 'pg'
-import { acquireListener, type ListenerOptions } from '../listener.js'
+import { acquireListener, type ListenerHealth, type ListenerOptions } from '../listener.js'
 import type { SandboxPersistLogger } from '../log.js'
 import { baseHeaders, errorResponse, withBaseHeaders, type HandlerContext, type ResolvedOptions, type StreamOperation } from './context.js'
 import { parseReadQuery, REQUEST_HEADERS } from './headers.js'
@@ -80,6 +80,8 @@ export interface StreamHandler {
   close(): Promise<void>
   /** Long-poll and SSE readers being served now. */
   readonly liveReaders: number
+  /** Whether the LISTEN connection wakes live readers now (`ok: false` with the reason while they poll). */
+  health(): Promise<ListenerHealth>
 }
 
 function positive(name: string, value: number | undefined, fallback: number): number {
@@ -217,6 +219,7 @@ export function createStreamHandler(options: StreamHandlerOptions): StreamHandle
 
   return Object.defineProperties(handler, {
     close: { value: close },
+    health: { value: () => handle.health() },
     liveReaders: { get: () => ctx.live.count },
   }) as StreamHandler
 }

@@ -438,6 +438,9 @@ const bySettings = new Map<string, SharedListener>()
 let byDefault: SharedListener | undefined
 const open = new Set<SharedListener>()
 
+/** The pool settings a listener connects with (the rest, such as `max`, are the pool's own). */
+const POOL_SETTINGS = ['connectionString', 'host', 'port', 'user', 'password', 'database', 'ssl', 'options'] as const
+
 /** The connection settings of a pg.Pool given in code (none for a pool made from the PG* environment). */
 function poolSettings(pool: unknown): pg.ClientConfig | undefined {
   const given = (pool as { options?: Record<string, unknown> } | null)?.options
@@ -446,9 +449,6 @@ function poolSettings(pool: unknown): pg.ClientConfig | undefined {
   for (const key of POOL_SETTINGS) if (given[key] !== undefined) picked[key] = given[key]
   return Object.keys(picked).length === 0 ? undefined : (picked as pg.ClientConfig)
 }
-
-/** The pool settings a listener connects with (the rest, such as `max`, are the pool's own). */
-const POOL_SETTINGS = ['connectionString', 'host', 'port', 'user', 'password', 'database', 'ssl', 'options'] as const
 
 /** The registry key of pool settings: equal settings share one listener (a password function by identity). */
 const passwordFunctions = new WeakMap<object, number>()

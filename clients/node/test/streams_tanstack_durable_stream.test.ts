@@ -27,7 +27,7 @@
  */
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { serveStreams, type StreamServer } from '../src/index.js'
+import { createStreamHandler, serveStreams, type StreamServer } from '../src/index.js'
 import { makePool, reset, rows } from './helpers.js'
 
 interface WireRecord {
@@ -271,7 +271,7 @@ describe("TanStack's durableStream against the stream server", () => {
     expect((await new RunStreamPeer(server, run, 3).read('-1', 'upToDate')).map((r) => r.chunk.delta)).toEqual(['once'])
   })
 
-  it('DSD5 the fence is scoped: outside runs/, and with streamFencePrefixes [] at runs/, producers keep the protocol\'s independent epochs', async () => {
+  it('DSD5 the fence is scoped: outside runs/, and with streamFencePrefixes [] at runs/, producers keep the protocol\'s independent epochs; a bad list is a TypeError', async () => {
     const outside = `${server.url}/streams/other%2Fdsd5`
     expect((await fetch(outside, { method: 'PUT', headers: { 'Content-Type': 'application/json' } })).status).toBe(201)
     const post = (url: string, id: string, epoch: number) => fetch(url, {
@@ -287,6 +287,9 @@ describe("TanStack's durableStream against the stream server", () => {
     expect((await post(inside, 'B', 0)).status).toBe(200)
     expect(await rows(pool, `SELECT path, producer_fence FROM sandbox_persist.streams WHERE path IN ('other/dsd5', 'runs/dsd5') ORDER BY path`))
       .toEqual([{ path: 'other/dsd5', producer_fence: null }, { path: 'runs/dsd5', producer_fence: null }])
+    for (const bad of [[''], ['runs/', 7], 'runs/']) {
+      expect(() => createStreamHandler({ pool, streamFencePrefixes: bad as string[] })).toThrow(/streamFencePrefixes must be an array of non-empty strings/)
+    }
   })
 
   it('DSD6 resume from a record\'s batch offset (what durableStream puts in its cursor) gives the records from that batch on', async () => {

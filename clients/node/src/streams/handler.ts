@@ -90,6 +90,7 @@ function positive(name: string, value: number | undefined, fallback: number): nu
   return value
 }
 
+/** A list option of path prefixes: each a non-empty string. */
 function prefixes(name: string, value: string[] | undefined, fallback: string[]): string[] {
   if (value === undefined) return fallback
   if (!Array.isArray(value) || value.some((p) => typeof p !== 'string' || p.length === 0)) {

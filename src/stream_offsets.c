@@ -4,8 +4,9 @@
  * The offsets of the durable streams (docs/contract/streams.md §3): the
  * format EEEEEEEEEEEEEEEE_SSSSSSSSSSSSSSSS written into answers, and an
  * offset argument parsed as -1 (the start), now (the tail) or an epoch and
- * a seq (22023 for anything else). Whether a stream issued an offset is
- * checked where it is used (stream_reads.c, stream_create.c).
+ * a seq (22023 for anything else), and the refusal of an offset a stream
+ * did not issue. Whether a stream issued an offset is judged where it is
+ * used (stream_reads.c, stream_run_logs.c, stream_create.c).
  *
  * Locking: none; nothing here reads or writes a table.
  */
@@ -67,4 +68,23 @@ StreamParseOffset(const char *text, int64 *epoch, int64 *seq)
 	if (!StreamOffsetParts(text, epoch, seq))
 		StreamMalformedOffset(text);
 	return STREAM_OFFSET_AT;
+}
+
+/*
+ * STREAM_OFFSET_GONE for the offset (seq) read at path unless it is within
+ * the tail and the stream holds seq with the offset's epoch (issued): past
+ * the tail, or another history (§3). For protocol streams and run logs alike.
+ */
+void
+StreamVouchOffset(const char *path, const char *offset, int64 seq, int64 tail_seq, bool issued)
+{
+	if (seq > tail_seq)
+		sp_error(SP_STREAM_OFFSET_GONE,
+				 ("stream offset past the tail"),
+				 "The stream at path \"%s\" ends before offset %s.", path, offset);
+	if (!issued)
+		sp_error(SP_STREAM_OFFSET_GONE,
+				 ("stream offset not issued by this stream"),
+				 "The stream at path \"%s\" holds entry " INT64_FORMAT
+				 " from another epoch than offset %s names.", path, seq, offset);
 }

@@ -106,23 +106,6 @@ StreamIssued(const StreamRow *row, int64 epoch, int64 seq)
 	return stored == epoch;
 }
 
-/*
- * STREAM_OFFSET_GONE unless the stream holds entry seq with this epoch
- * (seq 0: epoch 0): past the tail, or another history (§3). Inside SPI.
- */
-static void
-StreamVouch(const StreamRow *row, const char *path, const char *offset, int64 epoch, int64 seq)
-{
-	if (seq > row->tail_seq)
-		sp_error(SP_STREAM_OFFSET_GONE,
-				 ("stream offset past the tail"),
-				 "The stream at path \"%s\" ends before offset %s.", path, offset);
-	if (!StreamIssued(row, epoch, seq))
-		sp_error(SP_STREAM_OFFSET_GONE,
-				 ("stream offset not issued by this stream"),
-				 "The stream at path \"%s\" holds entry " INT64_FORMAT
-				 " from another epoch than offset %s names.", path, seq, offset);
-}
 
 /* Renew a sliding TTL, at most once per ttl/16 (capped at 60 s). Inside SPI. */
 static void
@@ -200,7 +183,7 @@ stream_read(PG_FUNCTION_ARGS)
 		seq = row.tail_seq;
 	}
 	else
-		StreamVouch(&row, path, offset, epoch, seq);
+		StreamVouchOffset(path, offset, seq, row.tail_seq, StreamIssued(&row, epoch, seq));
 	StreamTouch(&row, now);
 	next_epoch = epoch;
 	next_seq = seq;

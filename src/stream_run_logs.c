@@ -135,20 +135,6 @@ RunLogEpochAt(const RunLogRow *log, int64 seq)
 	return 0;
 }
 
-/* STREAM_OFFSET_GONE unless the log holds entry seq now, with this epoch (§3). */
-static void
-RunLogVouch(const RunLogRow *log, const char *path, const char *offset, int64 epoch, int64 seq)
-{
-	if (seq > log->tail_seq)
-		sp_error(SP_STREAM_OFFSET_GONE,
-				 ("stream offset past the tail"),
-				 "The stream at path \"%s\" ends before offset %s.", path, offset);
-	if (RunLogEpochAt(log, seq) != epoch)
-		sp_error(SP_STREAM_OFFSET_GONE,
-				 ("stream offset not issued by this stream"),
-				 "The stream at path \"%s\" holds entry " INT64_FORMAT
-				 " from another epoch than offset %s names.", path, seq, offset);
-}
 
 /* Append the meta fields every answer about a run log shares: streamId, contentType. */
 static void
@@ -194,7 +180,8 @@ StreamRunLogRead(FunctionCallInfo fcinfo, const char *path, const char *offset,
 		epoch = RunLogEpochAt(&log, seq);
 	}
 	else
-		RunLogVouch(&log, path, offset, epoch, seq);
+		StreamVouchOffset(path, offset, seq, log.tail_seq,
+						  seq <= log.tail_seq && RunLogEpochAt(&log, seq) == epoch);
 	next_seq = seq;
 	if (seq < log.tail_seq)
 	{

@@ -273,8 +273,7 @@ stream_append(PG_FUNCTION_ARGS)
  * contentType, nextOffset, closed, ttlSeconds?, expiresAt?, producerFence?,
  * producer?}: the stream's state without renewing its TTL; producerFence once
  * an append set it; producer {epoch, lastSeq} when producer_id is given and
- * known. A run-logs/<run_id> path is the run's event
- * log (stream_run_logs.c).
+ * known. A run-logs/<run_id> path is the run's event log (stream_run_logs.c).
  */
 Datum
 stream_head(PG_FUNCTION_ARGS)

@@ -147,6 +147,8 @@ extern int64 StreamPurge(int64 now, int64 max_rows);
 extern void StreamAppendOffset(StringInfo buf, int64 epoch, int64 seq);
 extern bool StreamOffsetParts(const char *text, int64 *epoch, int64 *seq);
 extern StreamOffsetKind StreamParseOffset(const char *text, int64 *epoch, int64 *seq);
+extern void StreamVouchOffset(const char *path, const char *offset, int64 seq, int64 tail_seq,
+							  bool issued);
 
 /* stream_reads.c */
 extern bool StreamEntryAt(int64 stream_id, int64 seq, int64 *epoch, int64 *message_count,

@@ -52,6 +52,7 @@ OBJS = \
 	src/locks.o \
 	src/takeovers.o \
 	src/event_log.o \
+	src/event_log_append.o \
 	src/streams.o \
 	src/stream_writes.o \
 	src/stream_create.o \

@@ -758,6 +758,41 @@ BEGIN
 END
 $$;
 
+-- appendMany: each part as event_log_append on the router (its shard call and
+-- its repeated notification), in input order. Not one transaction: the parts
+-- before a refused one stay appended, and a retry of the batch repeats them
+-- as idempotent retries when they carry producerId/producerSeq (the adapter's
+-- always do). Input the shards would refuse as a whole is refused here first.
+CREATE OR REPLACE FUNCTION sandbox_persist._custom_event_log_append_many(appends json) RETURNS json
+LANGUAGE plpgsql AS $$
+DECLARE
+    results json[] := '{}';
+    part json;
+BEGIN
+    IF appends IS NULL OR pg_catalog.json_typeof(appends) <> 'array' THEN
+        -- the shards' own refusal (22004 / 22023), from one of them
+        RETURN sandbox_persist._on_event_log_append_many(0, appends);
+    END IF;
+    FOR part IN SELECT e FROM pg_catalog.json_array_elements(appends) AS e LOOP
+        IF pg_catalog.json_typeof(part) <> 'object' OR pg_catalog.json_typeof(part -> 'runId') <> 'string' THEN
+            RETURN sandbox_persist._on_event_log_append_many(0, appends);
+        END IF;
+    END LOOP;
+    FOR part IN SELECT e FROM pg_catalog.json_array_elements(appends) AS e LOOP
+        results := results || sandbox_persist._custom_event_log_append(part ->> 'runId', part -> 'chunks',
+            CASE WHEN pg_catalog.json_typeof(part -> 'options') = 'null' THEN NULL ELSE part -> 'options' END);
+    END LOOP;
+    RETURN pg_catalog.array_to_json(results);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION sandbox_persist._on_event_log_append_many(part integer, appends json) RETURNS json
+LANGUAGE plproxy AS $p$
+    CLUSTER 'sandbox_persist_shards';
+    RUN ON part;
+    SELECT sandbox_persist.event_log_append_many(appends) AS _on_event_log_append_many;
+$p$;
+
 CREATE OR REPLACE FUNCTION sandbox_persist._on_event_log_close(part integer, run_id text) RETURNS SETOF integer
 LANGUAGE plproxy AS $p$
     CLUSTER 'sandbox_persist_shards';

@@ -886,6 +886,19 @@ $$;
 COMMENT ON FUNCTION sandbox_persist._thread_import(thread_id text, from_shard integer, doc json) IS 'Internal, move step 4 on the destination shard: inserts an exported thread in one transaction or nothing; refused when this shard already holds state or ids of the thread, SP015 when a blob is missing. Idempotent.';
 
 ------------------------------------------------------------------------------
+-- Durable event log: event_log_append_many, many appends in one statement
+-- (the adapter's micro-batcher; issue 33). Each step of an append is one
+-- statement for the whole batch. Nothing existing changes.
+------------------------------------------------------------------------------
+-- function event_log_append_many(json)
+CREATE FUNCTION sandbox_persist.event_log_append_many(appends json) RETURNS json
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'event_log_append_many';
+
+COMMENT ON FUNCTION sandbox_persist.event_log_append_many(appends json) IS 'Durable event log appends in one statement: [{runId, chunks, options?}, ...], each as event_log_append would make it, in this order, all or none; returns the array of their results. Locks the logs in run_id order, so two batches over the same logs do not deadlock.';
+
+------------------------------------------------------------------------------
 -- Durable streams (docs/contract/streams.md): the Durable Streams protocol
 -- served from PostgreSQL. Three new tables (streams, stream_entries,
 -- stream_producers), their indexes and the five functions stream_create,

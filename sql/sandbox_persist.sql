@@ -1165,6 +1165,14 @@ CREATE FUNCTION sandbox_persist.event_log_append(run_id text, chunks json, optio
 
 COMMENT ON FUNCTION sandbox_persist.event_log_append(run_id text, chunks json, options json) IS 'Durable event log append: adds the chunks array to the log of run_id; options {producerId, producerSeq, fenceEpoch?, withDigests?} make it idempotent and fenced (SP403, SP404). Returns the sequence numbers given, or [{seq, digest}] with withDigests.';
 
+-- function event_log_append_many(json)
+CREATE FUNCTION sandbox_persist.event_log_append_many(appends json) RETURNS json
+    LANGUAGE c SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'event_log_append_many';
+
+COMMENT ON FUNCTION sandbox_persist.event_log_append_many(appends json) IS 'Durable event log appends in one statement: [{runId, chunks, options?}, ...], each as event_log_append would make it, in this order, all or none; returns the array of their results. Locks the logs in run_id order, so two batches over the same logs do not deadlock.';
+
 -- function event_log_close(text)
 CREATE FUNCTION sandbox_persist.event_log_close(run_id text) RETURNS void
     LANGUAGE c SECURITY DEFINER

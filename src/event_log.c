@@ -7,7 +7,8 @@
  * producerSeq), may be fenced by the run's driverEpoch, and are accepted
  * after close. Every append and close notifies sandbox_persist_event_log with
  * the numeric log id; an append's payload also carries its entries when they
- * fit (LogNotify).
+ * fit (LogNotify). The appends themselves are event_log_append.c's; this
+ * file owns the layout, the notifications, reads, close and snapshot.
  *
  * Since 0.4.0 every entry carries a running digest (docs/contract/failover.md
  * §2): the XOR of a 64-bit hash of (seq, chunk text) over the entries up to
@@ -37,16 +38,13 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
-#include "common/cryptohash.h"
-#include "common/sha2.h"
-#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 
-#include "sandbox_persist.h"
+#include "event_log.h"
 
-PG_FUNCTION_INFO_V1(event_log_append);
 PG_FUNCTION_INFO_V1(event_log_read);
 PG_FUNCTION_INFO_V1(event_log_read_verified);
 PG_FUNCTION_INFO_V1(event_log_close);
@@ -54,100 +52,6 @@ PG_FUNCTION_INFO_V1(event_log_snapshot);
 
 /* max_rows of event_log_read when left out or NULL: the SQL signature's DEFAULT. */
 #define LOG_READ_DEFAULT_ROWS 1000
-
-static SpQuery log_create = {
-	"INSERT INTO sandbox_persist.event_logs (run_id, created_at, last_append_at)"
-	" VALUES ($1, $2, $2) ON CONFLICT (run_id) DO NOTHING",
-	2, {TEXTOID, INT8OID}
-};
-
-static SpQuery log_lock = {
-	"SELECT log_id, tail_seq, closed_at IS NOT NULL AS closed FROM sandbox_persist.event_logs"
-	" WHERE run_id = $1 FOR UPDATE",
-	1, {TEXTOID}
-};
-
-/* The same, for the 0.4.0 schema: also the tail's digest. */
-static SpQuery log_lock_digest = {
-	"SELECT log_id, tail_seq, closed_at IS NOT NULL AS closed, tail_digest"
-	" FROM sandbox_persist.event_logs WHERE run_id = $1 FOR UPDATE",
-	1, {TEXTOID}
-};
-
-static SpQuery log_producer = {
-	"SELECT first_seq, chunk_count::bigint FROM sandbox_persist.event_log_producers"
-	" WHERE log_id = $1 AND producer_id = $2::uuid AND producer_seq = $3",
-	3, {INT8OID, TEXTOID, INT8OID}
-};
-
-static SpQuery log_fence = {
-	"SELECT driver_epoch, status FROM sandbox_persist.runs WHERE run_id = $1 FOR SHARE",
-	1, {TEXTOID}
-};
-
-static SpQuery log_run_status = {
-	"SELECT status FROM sandbox_persist.runs WHERE run_id = $1",
-	1, {TEXTOID}
-};
-
-/* The chunks arrive as json[] built from already-validated text: no second parse. */
-static SpQuery log_insert_entries = {
-	"INSERT INTO sandbox_persist.event_log_entries (log_id, seq, chunk)"
-	" SELECT $1, $2 + u.ord, u.c FROM unnest($3::json[]) WITH ORDINALITY AS u(c, ord)",
-	3, {INT8OID, INT8OID, JSONARRAYOID}
-};
-
-/* The same with each entry's running digest ($4, in chunk order). */
-static SpQuery log_insert_entries_digest = {
-	"INSERT INTO sandbox_persist.event_log_entries (log_id, seq, chunk, digest)"
-	" SELECT $1, $2 + u.ord, u.c, u.d"
-	" FROM unnest($3::json[], $4::bigint[]) WITH ORDINALITY AS u(c, d, ord)",
-	4, {INT8OID, INT8OID, JSONARRAYOID, INT8ARRAYOID}
-};
-
-static SpQuery log_insert_producer = {
-	"INSERT INTO sandbox_persist.event_log_producers"
-	" (log_id, producer_id, producer_seq, first_seq, chunk_count)"
-	" VALUES ($1, $2::uuid, $3, $4, $5)",
-	5, {INT8OID, TEXTOID, INT8OID, INT8OID, INT4OID}
-};
-
-/* $3: count an append after close; $4: reopen the log. */
-static SpQuery log_advance = {
-	"UPDATE sandbox_persist.event_logs SET tail_seq = $2, last_append_at = $5,"
-	" appends_after_close = appends_after_close + CASE WHEN $3 THEN 1 ELSE 0 END,"
-	" closed_at = CASE WHEN $4 THEN NULL ELSE closed_at END"
-	" WHERE log_id = $1",
-	5, {INT8OID, INT8OID, BOOLOID, BOOLOID, INT8OID}
-};
-
-/* The same with the tail's digest ($6). */
-static SpQuery log_advance_digest = {
-	"UPDATE sandbox_persist.event_logs SET tail_seq = $2, last_append_at = $5,"
-	" appends_after_close = appends_after_close + CASE WHEN $3 THEN 1 ELSE 0 END,"
-	" closed_at = CASE WHEN $4 THEN NULL ELSE closed_at END, tail_digest = $6"
-	" WHERE log_id = $1",
-	6, {INT8OID, INT8OID, BOOLOID, BOOLOID, INT8OID, INT8OID}
-};
-
-/*
- * The same with the epoch transitions (0.5.0, docs/contract/streams.md §1):
- * $7 the current epoch (timeline - 1); when it is above the log's last
- * epoch (normally never: only the first append after a failover or a
- * point-in-time recovery), the transition (old tail + 1, $7) is appended.
- * The CASEs read the row's old values, as every SET expression does.
- */
-static SpQuery log_advance_epoch = {
-	"UPDATE sandbox_persist.event_logs SET tail_seq = $2, last_append_at = $5,"
-	" appends_after_close = appends_after_close + CASE WHEN $3 THEN 1 ELSE 0 END,"
-	" closed_at = CASE WHEN $4 THEN NULL ELSE closed_at END, tail_digest = $6,"
-	" epoch_first_seqs = CASE WHEN $7 > " SP_SQL_LOG_LAST_EPOCH("epochs")
-	"   THEN coalesce(epoch_first_seqs, '{}') || (tail_seq + 1) ELSE epoch_first_seqs END,"
-	" epochs = CASE WHEN $7 > " SP_SQL_LOG_LAST_EPOCH("epochs")
-	"   THEN coalesce(epochs, '{}') || $7 ELSE epochs END"
-	" WHERE log_id = $1",
-	7, {INT8OID, INT8OID, BOOLOID, BOOLOID, INT8OID, INT8OID, INT8OID}
-};
 
 static SpQuery log_select = {
 	"SELECT log_id, tail_seq, closed_at IS NOT NULL AS closed FROM sandbox_persist.event_logs"
@@ -192,16 +96,6 @@ static SpQuery log_close = {
 	" RETURNING log_id",
 	2, {TEXTOID, INT8OID}
 };
-
-/* Append "[a,b,...]" of consecutive sequence numbers first..first+n-1. */
-static void
-LogAppendSeqs(StringInfo buf, int64 first, int n)
-{
-	appendStringInfoChar(buf, '[');
-	for (int i = 0; i < n; i++)
-		appendStringInfo(buf, "%s" INT64_FORMAT, i ? "," : "", first + i);
-	appendStringInfoChar(buf, ']');
-}
 
 /*
  * The layout of sandbox_persist.event_logs: -1 unknown, else LOG_LAYOUT_*
@@ -260,33 +154,8 @@ LogHasEpochs(void)
 	return (LogLayout() & LOG_LAYOUT_EPOCHS) != 0;
 }
 
-/*
- * The hash of one entry: the first 8 bytes (big-endian) of
- * sha256(seq as 8 big-endian bytes || chunk text). The 0.4.0 upgrade script
- * and maintenance compute the same in SQL; an entry's digest is the XOR of
- * the hashes of every entry up to it.
- */
-static uint64
-LogEntryHash(pg_cryptohash_ctx *ctx, int64 seq, const char *chunk, int len)
-{
-	uint8		be[8];
-	uint8		out[PG_SHA256_DIGEST_LENGTH];
-	uint64		h = 0;
-
-	for (int i = 0; i < 8; i++)
-		be[i] = (uint8) ((uint64) seq >> (56 - 8 * i));
-	if (pg_cryptohash_init(ctx) < 0 ||
-		pg_cryptohash_update(ctx, be, sizeof(be)) < 0 ||
-		pg_cryptohash_update(ctx, (const uint8 *) chunk, len) < 0 ||
-		pg_cryptohash_final(ctx, out, sizeof(out)) < 0)
-		elog(ERROR, "could not hash an event log entry: %s", pg_cryptohash_error(ctx));
-	for (int i = 0; i < 8; i++)
-		h = (h << 8) | out[i];
-	return h;
-}
-
 /* Append a digest as its token text: 16 lowercase hexadecimal digits, quoted. */
-static void
+void
 LogAppendDigest(StringInfo buf, int64 digest)
 {
 	appendStringInfo(buf, "\"%016llx\"", (unsigned long long) (uint64) digest);
@@ -301,7 +170,7 @@ LogAppendDigest(StringInfo buf, int64 digest)
  * first - 1 with that digest takes them without a read, and one that holds
  * another history (a failover rewrote the log) sees that it must read.
  */
-static void
+void
 LogNotify(int64 log_id, int64 first, int64 prev_digest, const SpJson *chunks, const int64 *digests)
 {
 	StringInfoData payload;
@@ -368,16 +237,6 @@ LogParseDigest(const char *text)
 	return (int64) v;
 }
 
-/* The options of one append; producer_id NULL when the append is not idempotent. */
-typedef struct LogAppendOptions
-{
-	char	   *producer_id;
-	int64		producer_seq;
-	bool		fenced;
-	int64		fence_epoch;
-	bool		with_digests;	/* return [{seq, digest}] instead of [seq] */
-} LogAppendOptions;
-
 /* The locked event_logs row of one run. */
 typedef struct LogRow
 {
@@ -387,80 +246,6 @@ typedef struct LogRow
 	bool		digests;		/* the 0.4.0 schema: tail_digest is read */
 	int64		tail_digest;
 } LogRow;
-
-/*
- * Read options = {producerId?, producerSeq?, fenceEpoch?, withDigests?}; SQL
- * NULL means none.
- */
-static void
-LogReadOptions(FunctionCallInfo fcinfo, int argno, LogAppendOptions *out)
-{
-	static const char *const names[] = {"producerId", "producerSeq", "fenceEpoch", "withDigests"};
-	SpJson	   *m[lengthof(names)] = {NULL, NULL, NULL, NULL};
-
-	memset(out, 0, sizeof(LogAppendOptions));
-	if (!PG_ARGISNULL(argno))
-	{
-		SpJson	   *opts = SpCheckJsonKindArg(fcinfo, argno, "options", SPJ_OBJECT, "a JSON object", SP_CHECK_PLAIN);
-
-		SpJsonMembers(opts, names, lengthof(names), m, "event log append options", false,
-					  ERRCODE_INVALID_PARAMETER_VALUE, -1);
-	}
-	if ((m[0] == NULL) != (m[1] == NULL))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("producerId and producerSeq go together"),
-				 errdetail("An idempotent append names both its producer and its sequence number.")));
-	if (m[0] != NULL)
-	{
-		out->producer_id = SpCheckStringJson(m[0], "producerId", true, -1, SP_CHECK_PLAIN);
-		if (!SpIsUuid(out->producer_id))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("producerId must be a UUID"),
-					 errdetail("\"%s\" is not a UUID.", out->producer_id)));
-		out->producer_seq = SpCheckIntJson(m[1], "producerSeq", 0);
-	}
-	if (m[2] != NULL)
-	{
-		out->fenced = true;
-		out->fence_epoch = SpCheckIntJson(m[2], "fenceEpoch", 0);
-	}
-	if (m[3] != NULL)
-	{
-		if (m[3]->kind != SPJ_BOOL)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("withDigests must be a boolean"),
-					 errdetail("A JSON %s was given.", SpJsonKindName(m[3]->kind))));
-		out->with_digests = m[3]->raw[0] == 't';
-		if (out->with_digests && !LogHasDigests())
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("event log digests need the 0.4.0 schema"),
-					 errdetail("Run ALTER EXTENSION sandbox_persist UPDATE.")));
-	}
-}
-
-/* Check that every chunk is an object and return their texts, before anything is written. */
-static Datum *
-LogChunkTexts(const SpJson *chunks)
-{
-	Datum	   *texts = palloc(sizeof(Datum) * Max(chunks->count, 1));
-
-	for (int i = 0; i < chunks->count; i++)
-	{
-		if (chunks->items[i]->kind != SPJ_OBJECT)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("each chunk must be a JSON object"),
-					 errdetail("Element %d is a JSON %s.", i,
-							   SpJsonKindName(chunks->items[i]->kind))));
-		texts[i] = PointerGetDatum(cstring_to_text_with_len(chunks->items[i]->raw,
-															chunks->items[i]->rawlen));
-	}
-	return texts;
-}
 
 /* Read log_id, tail, closed (and tail_digest when digests) of the current SPI result's first row. */
 static void
@@ -476,274 +261,6 @@ LogReadRow(LogRow *out, bool digests)
 }
 
 /*
- * Lock the run's log row FOR UPDATE until commit (commit order is sequence
- * order), creating it on the first append. Inside SPI.
- */
-static void
-LogLockOrCreate(const char *run_id, int64 now, LogRow *out)
-{
-	SpArgs		args;
-	bool		digests = LogHasDigests();
-	SpQuery    *lock = digests ? &log_lock_digest : &log_lock;
-
-	/* the log usually exists: lock it; create it only on the first append */
-	SpArgsInit(&args);
-	SpArgText(&args, run_id);
-	if (SpExec(lock, &args, false, 1) == 0)
-	{
-		SpArgsInit(&args);
-		SpArgText(&args, run_id);
-		SpArgInt64(&args, now);
-		SpExec(&log_create, &args, false, 0);
-		SpArgsInit(&args);
-		SpArgText(&args, run_id);
-		SpExec(lock, &args, false, 1);
-	}
-	LogReadRow(out, digests);
-}
-
-/*
- * An idempotent append that was already committed: true and *first_seq set
- * when (producerId, producerSeq) is in the ledger with the same chunk count;
- * PRODUCER_SEQ_CONFLICT with another count. Inside SPI, under the log lock.
- */
-static bool
-LogCommittedBefore(int64 log_id, const LogAppendOptions *opts, int nchunks, int64 *first_seq)
-{
-	SpArgs		args;
-	int64		prev_count = 0;
-
-	SpArgsInit(&args);
-	SpArgInt64(&args, log_id);
-	SpArgText(&args, opts->producer_id);
-	SpArgInt64(&args, opts->producer_seq);
-	if (SpExec(&log_producer, &args, false, 1) == 0)
-		return false;
-	SpGetInt64(0, SpColumn("first_seq"), first_seq);
-	SpGetInt64(0, SpColumn("chunk_count"), &prev_count);
-	if (prev_count != nchunks)
-		sp_error(SP_EVENT_LOG_PRODUCER_SEQ_CONFLICT,
-				 ("event log producer sequence reused"),
-				 "Producer %s already appended " INT64_FORMAT " chunks as sequence "
-				 INT64_FORMAT ", not %d.", opts->producer_id, prev_count, opts->producer_seq,
-				 nchunks);
-	return true;
-}
-
-/* FENCE_STALE unless the run is at driverEpoch fence_epoch (run row FOR SHARE). Inside SPI. */
-static void
-LogCheckFence(const char *run_id, int64 fence_epoch)
-{
-	SpArgs		args;
-	int64		epoch = 0;
-	bool		has_epoch = false;
-
-	SpArgsInit(&args);
-	SpArgText(&args, run_id);
-	if (SpExec(&log_fence, &args, false, 1) == 1)
-		has_epoch = SpGetInt64(0, SpColumn("driver_epoch"), &epoch);
-	if (!has_epoch || epoch != fence_epoch)
-		sp_error(SP_EVENT_LOG_FENCE_STALE,
-				 ("event log append fenced out"),
-				 "Run \"%s\" is not at driverEpoch " INT64_FORMAT "; this driver was superseded.",
-				 run_id, fence_epoch);
-}
-
-/* Whether an append to a closed log reopens it: only for a running or interrupted run. */
-static bool
-LogReopens(const char *run_id)
-{
-	SpArgs		args;
-	char	   *status = NULL;
-
-	if (sp_event_log_reopen != SP_REOPEN_IF_RUN_ACTIVE)
-		return false;
-	SpArgsInit(&args);
-	SpArgText(&args, run_id);
-	if (SpExec(&log_run_status, &args, false, 1) == 1)
-		status = SpGetText(0, SpColumn("status"));
-	return status != NULL &&
-		(strcmp(status, SP_RUN_RUNNING) == 0 || strcmp(status, SP_RUN_INTERRUPTED) == 0);
-}
-
-/*
- * The running digests of the chunks of an append, in order, continuing the
- * log's tail digest (the 0.4.0 schema).
- */
-static void
-LogChunkDigests(const LogRow *log, const SpJson *chunks, int64 *digests)
-{
-	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
-	uint64		d = (uint64) log->tail_digest;
-
-	if (ctx == NULL)
-		elog(ERROR, "out of memory");
-	for (int i = 0; i < chunks->count; i++)
-	{
-		d ^= LogEntryHash(ctx, log->tail + 1 + i, chunks->items[i]->raw, chunks->items[i]->rawlen);
-		digests[i] = (int64) d;
-	}
-	pg_cryptohash_free(ctx);
-}
-
-/*
- * Write the entries (with their digests when given), the ledger row of an
- * idempotent append and the new tail. Inside SPI.
- */
-static void
-LogWrite(const LogRow *log, const LogAppendOptions *opts, Datum *texts, int nchunks,
-		 const int64 *digests, bool reopen, int64 now)
-{
-	SpArgs		args;
-
-	SpArgsInit(&args);
-	SpArgInt64(&args, log->log_id);
-	SpArgInt64(&args, log->tail);
-	SpArgDatum(&args, PointerGetDatum(construct_array(texts, nchunks, JSONOID, -1,
-													  false, TYPALIGN_INT)));
-	if (digests != NULL)
-	{
-		Datum	   *d = palloc(sizeof(Datum) * nchunks);
-
-		for (int i = 0; i < nchunks; i++)
-			d[i] = Int64GetDatum(digests[i]);
-		SpArgDatum(&args, PointerGetDatum(construct_array(d, nchunks, INT8OID, sizeof(int64),
-														  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)));
-		SpExec(&log_insert_entries_digest, &args, false, 0);
-	}
-	else
-		SpExec(&log_insert_entries, &args, false, 0);
-	if (opts->producer_id != NULL)
-	{
-		SpArgsInit(&args);
-		SpArgInt64(&args, log->log_id);
-		SpArgText(&args, opts->producer_id);
-		SpArgInt64(&args, opts->producer_seq);
-		SpArgInt64(&args, log->tail + 1);
-		SpArgDatum(&args, Int32GetDatum(nchunks));
-		SpExec(&log_insert_producer, &args, false, 0);
-	}
-	SpArgsInit(&args);
-	SpArgInt64(&args, log->log_id);
-	SpArgInt64(&args, log->tail + nchunks);
-	SpArgBool(&args, log->closed);
-	SpArgBool(&args, reopen);
-	SpArgInt64(&args, now);
-	if (digests != NULL && LogHasEpochs())
-	{
-		SpArgInt64(&args, digests[nchunks - 1]);
-		SpArgInt64(&args, SpTimelineEpoch());
-		SpExec(&log_advance_epoch, &args, false, 0);
-	}
-	else if (digests != NULL)
-	{
-		SpArgInt64(&args, digests[nchunks - 1]);
-		SpExec(&log_advance_digest, &args, false, 0);
-	}
-	else
-		SpExec(&log_advance, &args, false, 0);
-}
-
-/* Append [{seq, digest}, ...] for first..first+n-1 with the given digests. */
-static void
-LogAppendTokens(StringInfo buf, int64 first, int n, const int64 *digests)
-{
-	appendStringInfoChar(buf, '[');
-	for (int i = 0; i < n; i++)
-	{
-		appendStringInfo(buf, "%s{\"seq\":" INT64_FORMAT ",\"digest\":", i ? "," : "", first + i);
-		LogAppendDigest(buf, digests[i]);
-		appendStringInfoChar(buf, '}');
-	}
-	appendStringInfoChar(buf, ']');
-}
-
-/* The stored digests of entries first..first+n-1 (a retried append). Inside SPI. */
-static void
-LogStoredDigests(int64 log_id, int64 first, int n, int64 *digests)
-{
-	SpArgs		args;
-	int			rows;
-
-	SpArgsInit(&args);
-	SpArgInt64(&args, log_id);
-	SpArgInt64(&args, first - 1);
-	SpArgInt64(&args, first + n - 1);
-	rows = SpExec(&log_entries_digest, &args, false, 0);
-	for (int i = 0; i < rows && i < n; i++)
-		SpGetInt64(i, SpColumn("digest"), &digests[i]);
-}
-
-/*
- * event_log_append(run_id text, chunks json, options json) -> json: append a
- * batch atomically and return one sequence number per chunk, in order.
- * options = {producerId?, producerSeq?, fenceEpoch?}. Order: input checks,
- * the log lock, the idempotency ledger, the fence, then the write.
- */
-Datum
-event_log_append(PG_FUNCTION_ARGS)
-{
-	char	   *run_id = SpCheckIdArg(fcinfo, 0, "run_id", SP_ID_MAX_BYTES, SP_CHECK_PLAIN);
-	SpJson	   *chunks = SpCheckJsonArg(fcinfo, 1, "chunks", SP_CHECK_PLAIN);
-	int64		now = SpNowMs(fcinfo, -1);
-	LogAppendOptions opts;
-	Datum	   *texts;
-	LogRow		log;
-	bool		reopen = false;
-	int64		first_seq;
-	int64	   *digests;
-	StringInfoData result;
-
-	if (chunks->kind != SPJ_ARRAY)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("chunks must be a JSON array"),
-				 errdetail("A JSON %s was given.", SpJsonKindName(chunks->kind))));
-	LogReadOptions(fcinfo, 2, &opts);
-	texts = LogChunkTexts(chunks);
-	initStringInfo(&result);
-	if (chunks->count == 0)
-	{
-		appendStringInfoString(&result, "[]");
-		PG_RETURN_DATUM(SpJsonResult(&result));
-	}
-
-	/* allocated here, outside SPI, so the result can still read them after SPI_finish */
-	digests = palloc0(sizeof(int64) * chunks->count);
-	SPI_connect();
-	LogLockOrCreate(run_id, now, &log);
-	if (opts.producer_id != NULL &&
-		LogCommittedBefore(log.log_id, &opts, chunks->count, &first_seq))
-	{
-		/* a retry of a committed append: same numbers, nothing appended */
-		if (opts.with_digests)
-		{
-			LogStoredDigests(log.log_id, first_seq, chunks->count, digests);
-			LogAppendTokens(&result, first_seq, chunks->count, digests);
-		}
-		else
-			LogAppendSeqs(&result, first_seq, chunks->count);
-		SPI_finish();
-		PG_RETURN_DATUM(SpJsonResult(&result));
-	}
-	if (opts.fenced)
-		LogCheckFence(run_id, opts.fence_epoch);
-	if (log.closed)
-		reopen = LogReopens(run_id);
-	if (log.digests)
-		LogChunkDigests(&log, chunks, digests);
-	LogWrite(&log, &opts, texts, chunks->count, log.digests ? digests : NULL, reopen, now);
-	SPI_finish();
-
-	LogNotify(log.log_id, log.tail + 1, log.tail_digest, chunks, log.digests ? digests : NULL);
-	if (opts.with_digests)
-		LogAppendTokens(&result, log.tail + 1, chunks->count, digests);
-	else
-		LogAppendSeqs(&result, log.tail + 1, chunks->count);
-	PG_RETURN_DATUM(SpJsonResult(&result));
-}
-
-/*
  * Append [{seq, chunk}, ...] of the n rows of the current SPI result, or
  * [{seq, digest, chunk}, ...] with digests.
  */
@@ -754,11 +271,26 @@ LogAppendEntries(StringInfo buf, int n, bool digests)
 	int			seq_col = n > 0 ? SpColumn("seq") : 0;
 	int			chunk_col = n > 0 ? SpColumn("chunk") : 0;
 	int			digest_col = n > 0 && digests ? SpColumn("digest") : 0;
+	Size		size = 2;
 
+	/*
+	 * One allocation for the whole page: growing by doubling copied a page of
+	 * 1 000 entries several times over, each time into fresh memory.
+	 */
+	for (int i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		size += VARSIZE_ANY_EXHDR(DatumGetPointer(SpGetDatum(i, chunk_col, &isnull)))
+			+ (digests ? 64 : 36);
+	}
+	enlargeStringInfo(buf, (int) Min(size, MaxAllocSize / 2));
 	appendStringInfoChar(buf, '[');
 	for (int i = 0; i < n; i++)
 	{
 		int64		seq = 0;
+		bool		isnull;
+		text	   *chunk;
 
 		SpGetInt64(i, seq_col, &seq);
 		appendStringInfo(buf, "%s{\"seq\":" INT64_FORMAT, i ? "," : "", seq);
@@ -771,7 +303,8 @@ LogAppendEntries(StringInfo buf, int n, bool digests)
 			LogAppendDigest(buf, digest);
 		}
 		appendStringInfoString(buf, ",\"chunk\":");
-		appendStringInfoString(buf, SpGetText(i, chunk_col));
+		chunk = DatumGetTextPP(SpGetDatum(i, chunk_col, &isnull));
+		appendBinaryStringInfo(buf, VARDATA_ANY(chunk), VARSIZE_ANY_EXHDR(chunk));
 		appendStringInfoChar(buf, '}');
 	}
 	appendStringInfoChar(buf, ']');

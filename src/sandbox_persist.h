@@ -325,7 +325,7 @@ extern bool LogHasEpochs(void);
 
 /*
  * The 64-bit hash of one event log entry in SQL (the C side is LogEntryHash
- * in event_log.c; test/pgtap/failover.sql T7 checks they agree): the
+ * in event_log_append.c; test/pgtap/failover.sql T7 checks they agree): the
  * first 8 bytes of sha256(int8send(seq) || the chunk's UTF-8 text).
  */
 #define SP_SQL_ENTRY_HASH(seq, chunk) \
@@ -351,6 +351,7 @@ extern void RowCountsFold(void);
 /* takeovers.c: count one lease takeover (nothing before 0.4.0) */
 extern void TakeoverCount(const char *kind);
 
+extern Datum SpGetDatum(int row, int col, bool *isnull);
 extern char *SpGetText(int row, int col);
 extern bool SpGetInt64(int row, int col, int64 *out);
 extern bool SpGetFloat8(int row, int col, double *out);

@@ -232,7 +232,7 @@ SpOpenCursor(SpQuery *q, SpArgs *args, bool read_only)
 }
 
 /* Binary datum of a result column; sets *isnull. */
-static Datum
+Datum
 SpGetDatum(int row, int col, bool *isnull)
 {
 	return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull);

@@ -798,15 +798,18 @@ function appendOne(pool: Queryable, part: AppendPart): Promise<Tokens> {
 }
 
 /**
- * The appends of several streams in one statement: event_log_append over the
- * parts in order, so each part is exactly the single append (idempotency
- * ledger, fencing, digests, NOTIFY) and the statement is one transaction.
- * The parts are sorted by run id (logs are locked in one order by every
- * batch: two batches cannot deadlock on each other's logs).
+ * The appends of several streams in one statement: event_log_append_many
+ * makes each part exactly as the single append would (idempotency ledger,
+ * fencing, digests, NOTIFY), all in one transaction, and takes each step once
+ * for the whole batch. It locks the logs in run id order itself, so two
+ * batches cannot deadlock on each other's logs.
  */
-const APPEND_MANY =
-  `SELECT ${SP}.event_log_append(p.run_id, p.chunks, p.options) AS r` +
-  ` FROM unnest($1::text[], $2::json[], $3::json[]) WITH ORDINALITY AS p(run_id, chunks, options, n) ORDER BY p.n`
+const APPEND_MANY = `SELECT ${SP}.event_log_append_many($1::json) AS r`
+
+/** The JSON of a batch: [{runId, chunks, options}, ...] from texts already serialised. */
+function batchJson(parts: ReadonlyArray<AppendPart>): string {
+  return `[${parts.map((p) => `{"runId":${JSON.stringify(p.runId)},"chunks":${p.chunks},"options":${p.options}}`).join(',')}]`
+}
 
 interface Waiting {
   part: AppendPart
@@ -859,24 +862,19 @@ class AppendBatcher {
       await appendOne(this.pool, only.part).then(only.resolve, only.reject)
       return
     }
-    const sorted = batch.slice().sort((a, b) => (a.part.runId < b.part.runId ? -1 : a.part.runId > b.part.runId ? 1 : 0))
-    let rows: Array<{ r: Tokens }>
+    let results: Array<Tokens>
     try {
-      const result = await run(
-        this.pool,
-        APPEND_MANY,
-        [sorted.map((w) => w.part.runId), sorted.map((w) => w.part.chunks), sorted.map((w) => w.part.options)],
-        // Every part is idempotent (producerId/producerSeq): so is the batch.
-        { retryUnknownOutcome: true },
-      )
-      rows = result.rows as Array<{ r: Tokens }>
+      // Every part is idempotent (producerId/producerSeq): so is the batch.
+      results = await value<Array<Tokens>>(this.pool, APPEND_MANY, [batchJson(batch.map((w) => w.part))], {
+        retryUnknownOutcome: true,
+      })
     } catch {
       // The batch is one transaction: nothing of it is committed. Each append
       // again on its own, so only the failing one reports its error.
-      await Promise.all(sorted.map((w) => appendOne(this.pool, w.part).then(w.resolve, w.reject)))
+      await Promise.all(batch.map((w) => appendOne(this.pool, w.part).then(w.resolve, w.reject)))
       return
     }
-    sorted.forEach((w, i) => w.resolve(rows[i]!.r))
+    batch.forEach((w, i) => w.resolve(results[i]!))
   }
 }
 

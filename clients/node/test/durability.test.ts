@@ -135,6 +135,31 @@ describe('event log', () => {
     }
   })
 
+  it('E28 one micro-batch of two streams (event_log_append_many): each parked reader takes its own entries from the notifications, without a read', async () => {
+    const batching = postgresDurability(pool, { microBatchMs: 60_000 })
+    const a = batching('e28-a')
+    const b = batching('e28-b')
+    // both first appends go at once (the other stream's is in flight)
+    await Promise.all([a.append([chunk(1)]), b.append([chunk(1)])])
+    const seenA: string[] = []
+    const seenB: string[] = []
+    const readersA = parkedReaders('e28-a', 1, (_, e) => seenA.push(e.offset))
+    const readersB = parkedReaders('e28-b', 1, (_, e) => seenB.push(e.offset))
+    try {
+      await until(() => seenA.length === 1 && seenB.length === 1)
+      const reads = readersA.count() + readersB.count()
+      // both streams waiting: one batch (with a 60 s window, nothing else would send it)
+      const [ta, tb] = await Promise.all([a.append([chunk(2), chunk(3)]), b.append([chunk(2)])])
+      await until(() => seenA.length === 3 && seenB.length === 2)
+      expect(readersA.count() + readersB.count()).toBe(reads)
+      expect(seenA.slice(1)).toEqual(ta)
+      expect(seenB.slice(1)).toEqual(tb)
+    } finally {
+      await Promise.all([readersA.stop(), readersB.stop()])
+      await batching.close()
+    }
+  })
+
   it('E27 two parked readers of one log in one factory each get chunk objects of their own from a notification', async () => {
     const producer = durability('e27-run')
     await producer.append([chunk(1)])

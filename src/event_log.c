@@ -277,7 +277,11 @@ LogAppendEntries(StringInfo buf, int64 log_id, int64 after, int64 last, bool dig
 	ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(log_id));
 	ScanKeyInit(&keys[1], 2, BTGreaterStrategyNumber, F_INT8GT, Int64GetDatum(after));
 	ScanKeyInit(&keys[2], 2, BTLessEqualStrategyNumber, F_INT8LE, Int64GetDatum(last));
+#if PG_VERSION_NUM >= 180000
+	scan = index_beginscan(rel, idx, GetActiveSnapshot(), NULL, 3, 0);
+#else
 	scan = index_beginscan(rel, idx, GetActiveSnapshot(), 3, 0);
+#endif
 	index_rescan(scan, keys, 3, NULL, 0);
 	appendStringInfoChar(buf, '[');
 	while (index_getnext_slot(scan, ForwardScanDirection, slot))

@@ -309,17 +309,6 @@ CkptReadWriterThread(const SpJson *writer)
 	return SpCheckIdJson(m[0], "writer.threadId", SP_ID_MAX_BYTES, SP_CHECK_CKPT_ID);
 }
 
-/* Build a text[] datum from C strings. */
-Datum
-CkptTextArray(char **items, int n)
-{
-	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
-
-	for (int i = 0; i < n; i++)
-		d[i] = CStringGetTextDatum(items[i]);
-	return PointerGetDatum(construct_array(d, n, TEXTOID, -1, false, TYPALIGN_INT));
-}
-
 /* The distinct blob keys of validated entries, as a text[] datum. */
 Datum
 CkptDistinctKeys(const CkptEntries *entries, int *nkeys)
@@ -336,5 +325,5 @@ CkptDistinctKeys(const CkptEntries *entries, int *nkeys)
 				keys[n++] = keys[i];
 	}
 	*nkeys = n;
-	return CkptTextArray(keys, n);
+	return SpTextArray(keys, n);
 }

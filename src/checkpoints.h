@@ -116,7 +116,6 @@ extern void CkptMembers(const SpJson *obj, const char *const *names, int nnames,
 extern char *CkptReadWriterThread(const SpJson *writer);
 extern void CkptValidateFiles(const SpJson *files, CkptEntries *out);
 extern void CkptValidateArtifacts(const SpJson *artifacts, CkptEntries *out);
-extern Datum CkptTextArray(char **items, int n);
 extern Datum CkptDistinctKeys(const CkptEntries *entries, int *nkeys);
 
 /* leases.c: the writer, its lease and the thread-row lock */

@@ -311,29 +311,6 @@ LogForm(int n)
 	return n == 1 ? LOG_ONE : LOG_MANY;
 }
 
-/* An array of n int64 values. */
-static Datum
-LogInt64Array(const int64 *values, int n)
-{
-	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
-
-	for (int i = 0; i < n; i++)
-		d[i] = Int64GetDatum(values[i]);
-	return PointerGetDatum(construct_array(d, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
-										   TYPALIGN_DOUBLE));
-}
-
-/* An array of n C strings as text[]. */
-static Datum
-LogTextArray(char *const *values, int n)
-{
-	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
-
-	for (int i = 0; i < n; i++)
-		d[i] = CStringGetTextDatum(values[i]);
-	return PointerGetDatum(construct_array(d, n, TEXTOID, -1, false, TYPALIGN_INT));
-}
-
 /* qsort order of appends: by run_id in byte order (the lock order), then input order. */
 static int
 LogAppendCompare(const void *a, const void *b)
@@ -376,7 +353,7 @@ LogLockTargets(LogTarget *targets, int ntargets, char *const *run_ids, int nruns
 	int			rows;
 
 	SpArgsInit(&args);
-	SpArgDatum(&args, LogTextArray(run_ids, nruns));
+	SpArgDatum(&args, SpTextArray(run_ids, nruns));
 	rows = SpExec(&(digests ? log_lock_digest : log_lock)[LogForm(nruns)], &args, false, 0);
 	for (int r = 0; r < rows; r++)
 	{
@@ -414,7 +391,7 @@ LogLockOrCreate(LogTarget *targets, int ntargets, int64 now)
 	if (nmissing == 0)
 		return;
 	SpArgsInit(&args);
-	SpArgDatum(&args, LogTextArray(missing, nmissing));
+	SpArgDatum(&args, SpTextArray(missing, nmissing));
 	SpArgInt64(&args, now);
 	SpExec(&log_create, &args, false, 0);
 	LogLockTargets(targets, ntargets, missing, nmissing);
@@ -447,9 +424,9 @@ LogReadLedger(LogAppend **sorted, int n)
 	if (nasked == 0)
 		return;
 	SpArgsInit(&args);
-	SpArgDatum(&args, LogInt64Array(log_ids, nasked));
-	SpArgDatum(&args, LogTextArray(producers, nasked));
-	SpArgDatum(&args, LogInt64Array(seqs, nasked));
+	SpArgDatum(&args, SpInt64Array(log_ids, nasked));
+	SpArgDatum(&args, SpTextArray(producers, nasked));
+	SpArgDatum(&args, SpInt64Array(seqs, nasked));
 	rows = SpExec(&log_producers[LogForm(nasked)], &args, false, 0);
 	for (int r = 0; r < rows; r++)
 	{
@@ -484,7 +461,7 @@ LogReadFences(LogAppend **sorted, int n, LogTarget *targets, int ntargets)
 	if (nruns == 0)
 		return;
 	SpArgsInit(&args);
-	SpArgDatum(&args, LogTextArray(run_ids, nruns));
+	SpArgDatum(&args, SpTextArray(run_ids, nruns));
 	rows = SpExec(&log_fences[LogForm(nruns)], &args, false, 0);
 	for (int r = 0; r < rows; r++)
 	{
@@ -676,13 +653,13 @@ LogInsertEntries(LogAppend **sorted, int n, int nentries)
 		}
 	}
 	SpArgsInit(&args);
-	SpArgDatum(&args, LogInt64Array(log_ids, e));
-	SpArgDatum(&args, LogInt64Array(seqs, e));
+	SpArgDatum(&args, SpInt64Array(log_ids, e));
+	SpArgDatum(&args, SpInt64Array(seqs, e));
 	SpArgDatum(&args, PointerGetDatum(construct_array(chunks, e, JSONOID, -1, false,
 													  TYPALIGN_INT)));
 	if (LogHasDigests())
 	{
-		SpArgDatum(&args, LogInt64Array(digests, e));
+		SpArgDatum(&args, SpInt64Array(digests, e));
 		SpExec(&log_insert_entries_digest, &args, false, 0);
 	}
 	else
@@ -703,10 +680,10 @@ LogInsertEntries(LogAppend **sorted, int n, int nentries)
 	if (p == 0)
 		return;
 	SpArgsInit(&args);
-	SpArgDatum(&args, LogInt64Array(log_ids, p));
-	SpArgDatum(&args, LogTextArray(producers, p));
-	SpArgDatum(&args, LogInt64Array(seqs, p));
-	SpArgDatum(&args, LogInt64Array(firsts, p));
+	SpArgDatum(&args, SpInt64Array(log_ids, p));
+	SpArgDatum(&args, SpTextArray(producers, p));
+	SpArgDatum(&args, SpInt64Array(seqs, p));
+	SpArgDatum(&args, SpInt64Array(firsts, p));
 	SpArgDatum(&args, PointerGetDatum(construct_array(counts, p, INT4OID, sizeof(int32), true,
 													  TYPALIGN_INT)));
 	SpExec(&log_insert_producers[LogForm(p)], &args, false, 0);
@@ -737,9 +714,9 @@ LogAdvance(LogTarget *targets, int ntargets, int64 now)
 	if (n == 0)
 		return;
 	SpArgsInit(&args);
-	SpArgDatum(&args, LogInt64Array(log_ids, n));
-	SpArgDatum(&args, LogInt64Array(tails, n));
-	SpArgDatum(&args, LogInt64Array(after_close, n));
+	SpArgDatum(&args, SpInt64Array(log_ids, n));
+	SpArgDatum(&args, SpInt64Array(tails, n));
+	SpArgDatum(&args, SpInt64Array(after_close, n));
 	SpArgDatum(&args, PointerGetDatum(construct_array(reopen, n, BOOLOID, 1, true, TYPALIGN_CHAR)));
 	SpArgInt64(&args, now);
 	if (!LogHasDigests())
@@ -747,7 +724,7 @@ LogAdvance(LogTarget *targets, int ntargets, int64 now)
 		SpExec(&log_advance[LogForm(n)], &args, false, 0);
 		return;
 	}
-	SpArgDatum(&args, LogInt64Array(digests, n));
+	SpArgDatum(&args, SpInt64Array(digests, n));
 	if (LogHasEpochs())
 	{
 		SpArgInt64(&args, SpTimelineEpoch());

@@ -227,6 +227,8 @@ extern void SpArgFloat8(SpArgs *args, double v);
 extern void SpArgBool(SpArgs *args, bool v);
 extern void SpArgNull(SpArgs *args);
 extern void SpArgDatum(SpArgs *args, Datum d);
+extern Datum SpTextArray(char *const *items, int n);
+extern Datum SpInt64Array(const int64 *values, int n);
 extern void SpPlannerInit(void);
 extern int	SpExec(SpQuery *q, SpArgs *args, bool read_only, long tcount);
 

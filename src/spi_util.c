@@ -21,6 +21,7 @@
 #include "jit/jit.h"
 #include "optimizer/cost.h"
 #include "optimizer/planner.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -229,6 +230,29 @@ SpOpenCursor(SpQuery *q, SpArgs *args, bool read_only)
 	if (portal == NULL)
 		elog(ERROR, "SPI_cursor_open failed: %s", SPI_result_code_string(SPI_result));
 	return portal;
+}
+
+/* A text[] of n C strings (a statement's array parameter). */
+Datum
+SpTextArray(char *const *items, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		d[i] = CStringGetTextDatum(items[i]);
+	return PointerGetDatum(construct_array(d, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+/* A bigint[] of n values (a statement's array parameter). */
+Datum
+SpInt64Array(const int64 *values, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		d[i] = Int64GetDatum(values[i]);
+	return PointerGetDatum(construct_array(d, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
+										   TYPALIGN_DOUBLE));
 }
 
 /* Binary datum of a result column; sets *isnull. */

@@ -390,17 +390,6 @@ StreamSubscriptionText(SpQuery *q, const char *id, const char *column, MemoryCon
 	return text;
 }
 
-/* A text[] of n C strings. */
-static Datum
-SubTextArray(char **items, int n)
-{
-	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
-
-	for (int i = 0; i < n; i++)
-		d[i] = CStringGetTextDatum(items[i]);
-	return PointerGetDatum(construct_array(d, n, TEXTOID, -1, false, TYPALIGN_INT));
-}
-
 /* Link c's explicit streams to subscription id. Inside SPI. */
 static void
 SubLinkExplicit(const char *id, char **streams, int n)
@@ -411,7 +400,7 @@ SubLinkExplicit(const char *id, char **streams, int n)
 		return;
 	SpArgsInit(&args);
 	SpArgText(&args, id);
-	SpArgDatum(&args, SubTextArray(streams, n));
+	SpArgDatum(&args, SpTextArray(streams, n));
 	SpExec(&sub_link_explicit, &args, false, 0);
 }
 

@@ -45,6 +45,7 @@ OBJS = \
 	src/artifacts.o \
 	src/blob_codec.o \
 	src/blob_storage.o \
+	src/blob_rows.o \
 	src/blob_recompress.o \
 	src/blobs.o \
 	src/blob_uploads.o \

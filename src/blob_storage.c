@@ -362,41 +362,6 @@ BlobReadRange(int64 version, int64 offset, int64 len, char *dst, pg_cryptohash_c
 						   next, end)));
 }
 
-/* Append the BlobRecord of SPI result row `row`, its columns starting at first_col. */
-void
-BlobAppendRecord(StringInfo buf, int row, int first_col)
-{
-	bool		first = true;
-	int64		v = 0;
-	char	   *s;
-
-	appendStringInfoChar(buf, '{');
-	SpAppendKey(buf, &first, "key");
-	SpAppendString(buf, SpGetText(row, first_col));
-	SpGetInt64(row, first_col + 1, &v);
-	SpAppendKey(buf, &first, "size");
-	SpAppendInt64(buf, v);
-	SpAppendKey(buf, &first, "etag");
-	SpAppendString(buf, SpGetText(row, first_col + 2));
-	if ((s = SpGetText(row, first_col + 3)) != NULL)
-	{
-		SpAppendKey(buf, &first, "contentType");
-		SpAppendString(buf, s);
-	}
-	if ((s = SpGetText(row, first_col + 4)) != NULL)
-	{
-		SpAppendKey(buf, &first, "customMetadata");
-		appendStringInfoString(buf, s);
-	}
-	SpGetInt64(row, first_col + 5, &v);
-	SpAppendKey(buf, &first, "createdAt");
-	SpAppendInt64(buf, v);
-	SpGetInt64(row, first_col + 6, &v);
-	SpAppendKey(buf, &first, "updatedAt");
-	SpAppendInt64(buf, v);
-	appendStringInfoChar(buf, '}');
-}
-
 /* Add the options to an argument list: content type, then custom metadata. */
 static void
 BlobOptionArgs(SpArgs *args, const BlobOptions *opts)

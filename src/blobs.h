@@ -63,6 +63,25 @@ typedef struct BlobOptions
 	int			custom_metadata_len;
 } BlobOptions;
 
+/*
+ * An object's blobs row: the BlobRecord fields, the version holding its
+ * chunks, and for an inline object its codec and stored bytes.
+ */
+typedef struct BlobRow
+{
+	char	   *key;
+	int64		version;
+	int64		size;
+	char	   *etag;
+	char	   *content_type;	/* NULL when none */
+	char	   *custom_metadata;	/* JSON object text, or NULL */
+	int64		created_at;
+	int64		updated_at;
+	bool		is_inline;		/* inline_codec and inline_data are set */
+	int16		inline_codec;
+	Datum		inline_data;	/* as stored: may be a TOAST pointer */
+} BlobRow;
+
 /* blob_codec.c */
 extern int	BlobEncodeChunk(int codec, const char *src, int len, bytea **out);
 extern const char *BlobDecodeProblem(int codec, const char *src, int srclen, int raw_length,
@@ -92,6 +111,10 @@ extern void BlobSliceStored(int codec, Datum data, int32 raw_length, int64 start
 							char *dst, pg_cryptohash_ctx *hash);
 extern Datum BlobTouch(const char *key, const BlobOptions *opts, int64 now,
 					   MemoryContext outer, bool *found);
+
+/* blob_rows.c */
+extern bool BlobReadRow(const char *key, BlobRow *out);
+extern void BlobAppendRow(StringInfo buf, const BlobRow *row);
 extern void BlobAppendRecord(StringInfo buf, int row, int first_col);
 
 /* Columns BlobAppendRecord reads, starting at its first_col. */

@@ -6,7 +6,7 @@
 -- as a superuser, with sandbox_persist.allow_test_reset on for the database.
 -- Chunks are 4 kB here, so "one chunk" means at most 4096 bytes.
 BEGIN;
-SELECT plan(71);
+SELECT plan(77);
 SELECT sandbox_persist._reset_for_tests();
 SET LOCAL sandbox_persist.allow_client_clock = on;
 SET LOCAL sandbox_persist.blob_chunk_size = '4kB';
@@ -216,6 +216,33 @@ SET LOCAL sandbox_persist.blob_chunk_size = '256kB';
 DO $$BEGIN PERFORM sandbox_persist.blob_put('b31/inline', pg_temp.text_bytes(200000)); END$$;
 SELECT is(pg_temp.how('b31/inline') || ' ' || pg_temp.d(pg_temp.body('b31/inline')),
     'inline:1 ' || pg_temp.d(pg_temp.text_bytes(200000)), 'B31.3 a 200000-byte inline object read whole with work_mem 64kB');
+-- A read of 32 MiB or more is decoded straight into the result row (an
+-- expanded datum the tuplestore flattens); a smaller one is built first.
+-- 33 one-MiB blocks, each led by its number, so a misplaced block shows.
+SET LOCAL sandbox_persist.blob_chunk_size = '1MB';
+CREATE TEMP TABLE b31_huge AS
+SELECT string_agg(int4send(i) || r, ''::bytea ORDER BY i) AS b
+FROM generate_series(1, 33) i, (SELECT pg_temp.rnd(1048576, 'b31h') AS r) s;
+DO $$BEGIN PERFORM sandbox_persist.blob_put('b31/huge', (SELECT b FROM b31_huge)); END$$;
+SELECT is((SELECT pg_temp.d(g.body) || ' ' || (g.record->>'size') FROM sandbox_persist.blob_get('b31/huge') g),
+    (SELECT pg_temp.d(b) || ' ' || octet_length(b) FROM b31_huge),
+    'B31.4 a whole read of 33 MiB, decoded straight into the result row, returns every byte');
+SELECT is((SELECT pg_temp.d(g.body) || ' ' || (g.record->'range')::text
+             FROM sandbox_persist.blob_get('b31/huge', 12345, 33554433) g),
+    (SELECT pg_temp.d(substring(b FROM 12346 FOR 33554433)) FROM b31_huge) || ' {"offset":12345,"length":33554433}',
+    'B31.5 a ranged read of 32 MiB + 1 byte across chunk boundaries is exact');
+SELECT is((SELECT pg_temp.d(g.body) FROM sandbox_persist.blob_get('b31/huge', 7, 33554431) g),
+    (SELECT pg_temp.d(substring(b FROM 8 FOR 33554431)) FROM b31_huge),
+    'B31.6 a ranged read of 32 MiB - 1 byte (built first) is exact');
+SELECT is((SELECT string_agg(pg_temp.d(g.body), ' ') FROM generate_series(1, 2) i,
+                  LATERAL sandbox_persist.blob_get('b31/huge', i, 33554432) g),
+    (SELECT pg_temp.d(substring(b FROM 2 FOR 33554432)) || ' ' || pg_temp.d(substring(b FROM 3 FOR 33554432)) FROM b31_huge),
+    'B31.7 two large reads in one statement each get their own bytes');
+UPDATE sandbox_persist.blob_chunks SET data = '\x0000000000'
+ WHERE version = (SELECT version FROM sandbox_persist.blobs WHERE blob_key = 'b31/huge')
+   AND chunk_offset = 20 * 1048576;
+SELECT pg_temp.rejects($$SELECT * FROM sandbox_persist.blob_get('b31/huge')$$, 'XX001',
+    'B31.8 a corrupt chunk inside a 33 MiB whole read');
 RESET work_mem;
 
 SELECT * FROM finish();

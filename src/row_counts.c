@@ -12,17 +12,31 @@
  * change that rolls back is not counted. maintain() folds the rows of backends
  * that have exited into backend_pid 0 (RowCountsFold); a live backend's row is
  * left alone, so the fold never waits on application traffic either.
+ *
+ * The trigger writes its rows with the heap and index calls themselves
+ * (RowCountApply), not an SPI statement: started for every row of every
+ * write, the statement's executor was a quarter of a small blob put. The one
+ * other writer of a live backend's row is a fold that took its pid for an
+ * exited one's (a reused pid): an update that finds the row deleted or
+ * replaced under it looks the row up again.
  */
 #include "postgres.h"
 
 #include "access/detoast.h"
-#include "catalog/pg_type.h"
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/index.h"
+#include "catalog/namespace.h"
 #include "commands/trigger.h"
 #include "miscadmin.h"
-#include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 
 #include "sandbox_persist.h"
 
@@ -30,14 +44,6 @@ PG_FUNCTION_INFO_V1(_row_count_trigger);
 
 /* The most counters one trigger call may change: its specs, each for OLD and NEW. */
 #define ROW_COUNT_MAX_SPECS 8
-
-/* Adds each (counter, delta) of the arrays $1, $2 to this backend's row ($3). */
-static SpQuery row_count_add = {
-	"INSERT INTO sandbox_persist.row_counts AS c (counter, backend_pid, value)"
-	" SELECT u.counter, $3, u.delta FROM unnest($1::text[], $2::bigint[]) AS u(counter, delta)"
-	" ON CONFLICT (counter, backend_pid) DO UPDATE SET value = c.value + EXCLUDED.value",
-	3, {TEXTARRAYOID, INT8ARRAYOID, INT8OID}
-};
 
 /*
  * Moves the rows of backends that no longer exist into backend_pid 0. A pid
@@ -163,10 +169,160 @@ RowCountRow(RowCountDeltas *out, const RowCountSpec *spec, HeapTuple row, TupleD
 	RowCountAdd(out, name, sign * amount);
 }
 
+/* row_counts and its primary key (counter, backend_pid), opened together. */
+typedef struct RowCountTable
+{
+	Relation	rel;
+	Relation	pkey;
+	IndexInfo  *pkey_info;
+	AttrNumber	counter_att;
+	AttrNumber	pid_att;
+	AttrNumber	value_att;
+} RowCountTable;
+
+/*
+ * The newest version of this backend's row of `counter`, with its value, or
+ * false when there is none. SnapshotSelf sees committed rows and this
+ * transaction's own writes, those of the current command included.
+ */
+static bool
+RowCountFind(RowCountTable *t, text *counter, ItemPointer tid, int64 *value)
+{
+	TupleTableSlot *slot = table_slot_create(t->rel, NULL);
+	ScanKeyData keys[2];
+	IndexScanDesc scan;
+	bool		found;
+
+	ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   t->pkey->rd_indcollation[0], F_TEXTEQ, PointerGetDatum(counter));
+	ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(MyProcPid));
+#if PG_VERSION_NUM >= 180000
+	scan = index_beginscan(t->rel, t->pkey, SnapshotSelf, NULL, 2, 0);
+#else
+	scan = index_beginscan(t->rel, t->pkey, SnapshotSelf, 2, 0);
+#endif
+	index_rescan(scan, keys, 2, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	if (found)
+	{
+		bool		isnull;
+
+		*tid = slot->tts_tid;
+		*value = DatumGetInt64(slot_getattr(slot, t->value_att, &isnull));
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	return found;
+}
+
+/* Index the row version `tuple` under (counter, MyProcPid). */
+static void
+RowCountIndex(RowCountTable *t, text *counter, HeapTuple tuple)
+{
+	Datum		keys[2] = {PointerGetDatum(counter), Int32GetDatum(MyProcPid)};
+	bool		nulls[2] = {false, false};
+
+	index_insert(t->pkey, keys, nulls, &tuple->t_self, t->rel, UNIQUE_CHECK_YES, false,
+				 t->pkey_info);
+}
+
+/*
+ * Add `delta` to this backend's row of `counter`: update the row, or insert
+ * it when there is none. A row deleted or replaced by a committed fold while
+ * we waited for it is looked up again.
+ */
+static void
+RowCountAddOne(RowCountTable *t, const char *name, int64 delta)
+{
+	text	   *counter = cstring_to_text(name);
+	int			natts = RelationGetDescr(t->rel)->natts;
+	Datum	   *values = palloc0(sizeof(Datum) * natts);
+	bool	   *nulls = palloc(sizeof(bool) * natts);
+
+	memset(nulls, true, sizeof(bool) * natts);
+	values[t->counter_att - 1] = PointerGetDatum(counter);
+	nulls[t->counter_att - 1] = false;
+	values[t->pid_att - 1] = Int32GetDatum(MyProcPid);
+	nulls[t->pid_att - 1] = false;
+	nulls[t->value_att - 1] = false;
+	for (;;)
+	{
+		ItemPointerData tid;
+		int64		value = 0;
+		bool		found = RowCountFind(t, counter, &tid, &value);
+		HeapTuple	tuple;
+		TM_Result	result;
+		TM_FailureData tmfd;
+		LockTupleMode lockmode;
+		bool		index_it;
+
+		values[t->value_att - 1] = Int64GetDatum(value + delta);
+		tuple = heap_form_tuple(RelationGetDescr(t->rel), values, nulls);
+		if (!found)
+		{
+			heap_insert(t->rel, tuple, GetCurrentCommandId(true), 0, NULL);
+			RowCountIndex(t, counter, tuple);
+			return;
+		}
+#if PG_VERSION_NUM >= 160000
+		{
+			TU_UpdateIndexes update_indexes;
+
+			result = heap_update(t->rel, &tid, tuple, GetCurrentCommandId(true), InvalidSnapshot,
+								 true, &tmfd, &lockmode, &update_indexes);
+			index_it = update_indexes != TU_None;
+		}
+#else
+		result = heap_update(t->rel, &tid, tuple, GetCurrentCommandId(true), InvalidSnapshot,
+							 true, &tmfd, &lockmode);
+		index_it = !HeapTupleIsHeapOnly(tuple);
+#endif
+		if (result == TM_Ok)
+		{
+			if (index_it)
+				RowCountIndex(t, counter, tuple);
+			return;
+		}
+		if (result != TM_Updated && result != TM_Deleted)
+			elog(ERROR, "could not update counter \"%s\" of row_counts (result %d)", name, (int) result);
+		heap_freetuple(tuple);
+	}
+}
+
+/* Add every non-zero delta to this backend's counter rows. */
+static void
+RowCountApply(const RowCountDeltas *deltas)
+{
+	Oid			nsp = get_namespace_oid("sandbox_persist", false);
+	RowCountTable t;
+	bool		any = false;
+
+	for (int i = 0; i < deltas->n; i++)
+		any |= deltas->deltas[i] != 0;
+	if (!any)
+		return;
+	/* see the writes of earlier commands, and let ours be seen by later ones */
+	CommandCounterIncrement();
+	t.rel = table_open(get_relname_relid("row_counts", nsp), RowExclusiveLock);
+	t.pkey = index_open(get_relname_relid("row_counts_pkey", nsp), RowExclusiveLock);
+	/* the rows are written here, not by the executor: every index must be this one */
+	if (list_length(RelationGetIndexList(t.rel)) != 1)
+		elog(ERROR, "row_counts must have exactly one index, its primary key");
+	t.pkey_info = BuildIndexInfo(t.pkey);
+	t.counter_att = get_attnum(RelationGetRelid(t.rel), "counter");
+	t.pid_att = get_attnum(RelationGetRelid(t.rel), "backend_pid");
+	t.value_att = get_attnum(RelationGetRelid(t.rel), "value");
+	for (int i = 0; i < deltas->n; i++)
+		if (deltas->deltas[i] != 0)
+			RowCountAddOne(&t, deltas->names[i], deltas->deltas[i]);
+	index_close(t.pkey, NoLock);
+	table_close(t.rel, NoLock);
+}
+
 /*
  * _row_count_trigger(): AFTER row trigger. Each argument is one counter spec
  * (see the function's COMMENT); the old row's share is taken off and the new
- * row's added, in one statement for all of them.
+ * row's added (RowCountApply).
  */
 Datum
 _row_count_trigger(PG_FUNCTION_ARGS)
@@ -174,10 +330,6 @@ _row_count_trigger(PG_FUNCTION_ARGS)
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	TupleDesc	desc;
 	RowCountDeltas deltas = {0};
-	Datum	   *names;
-	Datum	   *values;
-	int			kept = 0;
-	SpArgs		args;
 
 	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
 		!TRIGGER_FIRED_AFTER(trigdata->tg_event))
@@ -201,28 +353,7 @@ _row_count_trigger(PG_FUNCTION_ARGS)
 			RowCountRow(&deltas, &spec, trigdata->tg_newtuple, desc, 1);
 	}
 
-	names = palloc(sizeof(Datum) * deltas.n);
-	values = palloc(sizeof(Datum) * deltas.n);
-	for (int i = 0; i < deltas.n; i++)
-	{
-		if (deltas.deltas[i] == 0)
-			continue;
-		names[kept] = CStringGetTextDatum(deltas.names[i]);
-		values[kept] = Int64GetDatum(deltas.deltas[i]);
-		kept++;
-	}
-	if (kept > 0)
-	{
-		SPI_connect();
-		SpArgsInit(&args);
-		SpArgDatum(&args, PointerGetDatum(construct_array(names, kept, TEXTOID, -1, false,
-														  TYPALIGN_INT)));
-		SpArgDatum(&args, PointerGetDatum(construct_array(values, kept, INT8OID, sizeof(int64),
-														  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)));
-		SpArgInt64(&args, MyProcPid);
-		SpExec(&row_count_add, &args, false, 0);
-		SPI_finish();
-	}
+	RowCountApply(&deltas);
 	return PointerGetDatum(NULL);
 }
 

@@ -158,12 +158,12 @@ BlobAppendRecord(StringInfo buf, int row, int first_col)
 {
 	BlobRow		r;
 
-	r.key = SpGetText(row, first_col);
+	r.key = SpGetText(row, first_col + BLOB_REC_KEY);
 	SpGetInt64(row, first_col + BLOB_REC_SIZE, &r.size);
-	r.etag = SpGetText(row, first_col + 2);
-	r.content_type = SpGetText(row, first_col + 3);
-	r.custom_metadata = SpGetText(row, first_col + 4);
-	SpGetInt64(row, first_col + 5, &r.created_at);
-	SpGetInt64(row, first_col + 6, &r.updated_at);
+	r.etag = SpGetText(row, first_col + BLOB_REC_ETAG);
+	r.content_type = SpGetText(row, first_col + BLOB_REC_CONTENT_TYPE);
+	r.custom_metadata = SpGetText(row, first_col + BLOB_REC_CUSTOM_METADATA);
+	SpGetInt64(row, first_col + BLOB_REC_CREATED_AT, &r.created_at);
+	SpGetInt64(row, first_col + BLOB_REC_UPDATED_AT, &r.updated_at);
 	BlobAppendRow(buf, &r);
 }

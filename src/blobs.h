@@ -120,9 +120,14 @@ extern void BlobAppendRecord(StringInfo buf, int row, int first_col);
 /* Columns BlobAppendRecord reads, starting at its first_col. */
 #define BLOB_RECORD_COLUMNS \
 	"blob_key, size, etag, content_type, custom_metadata::text, created_at, updated_at"
-#define BLOB_RECORD_NCOLUMNS	7
-/* Offsets from first_col of the BLOB_RECORD_COLUMNS a reader may need on its own. */
+/* Offsets from first_col of the BLOB_RECORD_COLUMNS. */
+#define BLOB_REC_KEY			0
 #define BLOB_REC_SIZE			1
+#define BLOB_REC_ETAG			2
+#define BLOB_REC_CONTENT_TYPE	3
+#define BLOB_REC_CUSTOM_METADATA 4
+#define BLOB_REC_CREATED_AT		5
+#define BLOB_REC_UPDATED_AT		6
 
 /*
  * The storage layout blob_put, blob_get and blob_upload_commit need: small

@@ -14,6 +14,7 @@ import {
   isPoolLike,
   SandboxPersistConnectionError,
 } from './failover.js'
+import { CopyOut } from './copy_out.js'
 import { ensureCompatibleExtension } from './version.js'
 
 /** The extension's schema, which every statement names. */
@@ -38,20 +39,18 @@ export interface CallOptions extends ErrorContext {
   retryUnknownOutcome?: boolean
 }
 
+/** How an attempt sends its statement on the connection it runs on. */
+type Send<T> = (connection: Queryable) => Promise<T>
+
 /**
  * One attempt. Over a pool the connection is taken first, so a failure to
  * connect (nothing sent) is told apart from one after the statement was sent.
  */
-async function attemptQuery(
-  db: Queryable,
-  text: string,
-  values: ReadonlyArray<unknown>,
-  phase: { at: 'connect' | 'query' },
-): Promise<pg.QueryResult> {
+async function attemptOnce<T>(db: Queryable, send: Send<T>, phase: { at: 'connect' | 'query' }): Promise<T> {
   if (!isPoolLike(db)) {
     phase.at = 'query'
     await ensureCompatibleExtension(db, db)
-    return db.query(text, values as unknown[])
+    return send(db)
   }
   phase.at = 'connect'
   const client = await db.connect()
@@ -63,7 +62,7 @@ async function attemptQuery(
   try {
     // The first call on a pool checks the extension's version on its connection.
     await ensureCompatibleExtension(db, client)
-    const result = (await client.query(text, values as unknown[])) as pg.QueryResult
+    const result = await send(client as unknown as Queryable)
     client.release()
     return result
   } catch (error) {
@@ -89,6 +88,39 @@ export async function run(
   values: ReadonlyArray<unknown>,
   options: CallOptions = {},
 ): Promise<pg.QueryResult> {
+  return retrying(db, calledFunction(text), options, (connection) => connection.query(text, values as unknown[]))
+}
+
+/**
+ * Whether `db` can run a COPY (runCopyOut): a pool, or one node-postgres
+ * client. Any other `Queryable` is driven through `query(text, values)` only.
+ */
+export function canCopyOut(db: Queryable): boolean {
+  const client = db as { escapeLiteral?: unknown; connection?: unknown }
+  return isPoolLike(db) || (typeof client.escapeLiteral === 'function' && typeof client.connection === 'object')
+}
+
+/**
+ * Run `COPY (<query>) TO STDOUT (FORMAT binary)` (copy_out.ts) and return its
+ * rows as bytes, with run()'s retries and error translation. `build` makes
+ * the statement on the connection it runs on (a COPY takes no parameters:
+ * it quotes with that connection's `escapeLiteral`); `fn` is the function it
+ * calls, for the failover rules. Only for a `db` that canCopyOut.
+ */
+export async function runCopyOut(
+  db: Queryable,
+  fn: string,
+  build: (client: pg.ClientBase) => string,
+  options: CallOptions = {},
+): Promise<Array<Array<Buffer | null>>> {
+  return retrying(db, fn, options, (connection) => {
+    const client = connection as unknown as pg.ClientBase
+    return client.query(new CopyOut(build(client))).rows
+  })
+}
+
+/** run()'s loop: attempts of `send` until one succeeds or an error is final. */
+async function retrying<T>(db: Queryable, fn: string | null, options: CallOptions, send: Send<T>): Promise<T> {
   let attempt = 0
   let lostAttempts = 0
   let lostSince: number | undefined
@@ -96,7 +128,7 @@ export async function run(
   const phase: { at: 'connect' | 'query' } = { at: 'query' }
   for (;;) {
     try {
-      return await attemptQuery(db, text, values, phase)
+      return await attemptOnce(db, send, phase)
     } catch (error) {
       // The installed extension does not fit this package (version.ts): final.
       if (error instanceof SandboxPersistError) throw error
@@ -113,7 +145,6 @@ export async function run(
       lostAttempts += 1
       lostSince ??= Date.now()
       unknownSeen ||= lost.outcomeUnknown
-      const fn = calledFunction(text)
       const idempotent = options.retryUnknownOutcome === true || (fn !== null && IDEMPOTENT.has(fn))
       const retry = isPoolLike(db) && (!lost.outcomeUnknown || idempotent) && Date.now() - lostSince < FAILOVER_RETRY_MS
       // once one attempt may have committed, the call's outcome stays unknown

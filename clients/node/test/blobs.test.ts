@@ -1,10 +1,12 @@
 /**
  * The blob store through the adapter: the upstream cases (P17-P23), the
- * adapter-side cases (B16, B20 through the adapter, B23, R10) and the body
+ * adapter-side cases (B16, B20 through the adapter, B23, B36, R10) and the body
  * encodings of docs/contract/README.md §6 rules 11 and 12.
  */
 import { createHash } from 'node:crypto'
+import pg from 'pg'
 import { beforeAll, describe, expect, it } from 'vitest'
+import { BinaryCopyRows } from '../src/copy_out.js'
 import { postgresBlobStore, postgresPersistence, type BlobObject } from '../src/index.js'
 import { countingPool, makePool, rejection, reset, rows, until } from './helpers.js'
 
@@ -493,5 +495,148 @@ describe('blobs: streamed reads, back-pressure, cancellation, consistency, Abort
     const fine = await store.put('stream/put-signal', 'ok', { signal: new AbortController().signal, contentType: 'text/plain' })
     expect(fine).toMatchObject({ size: 2, contentType: 'text/plain' })
     expect('customMetadata' in fine).toBe(false)
+  })
+})
+
+/** Every byte value, several times over, in an order no codec shortens much. */
+const allBytes = (n: number) => new Uint8Array(n).map((_, i) => (i * 7 + (i >> 8)) & 255)
+
+/** A pool whose clients count the COPY submittables and the text queries they are given. */
+function watchedPool(config: pg.PoolConfig = {}): { pool: pg.Pool; copies: () => number; texts: () => string[] } {
+  const watched = makePool(config)
+  let copies = 0
+  const texts: string[] = []
+  watched.on('connect', (client) => {
+    const query = client.query.bind(client) as (...a: unknown[]) => unknown
+    client.query = ((...args: unknown[]) => {
+      const first = args[0] as { submit?: unknown } | string
+      if (typeof first === 'object' && first !== null && typeof first.submit === 'function') copies += 1
+      else if (typeof first === 'string') texts.push(first)
+      return query(...args)
+    }) as typeof client.query
+  })
+  return { pool: watched, copies: () => copies, texts: () => texts }
+}
+
+describe('blobs: bodies read as bytes through a binary COPY (issue 33)', () => {
+  it('B36.1 over a pool a get is one COPY and returns every byte value exactly, whole and ranged', async () => {
+    const w = watchedPool()
+    const store = postgresBlobStore(w.pool, { readPieceBytes: 4096 })
+    const bytes = allBytes(10_000)
+    await store.put('b36/all', bytes)
+    const before = w.copies()
+    const object = required(await store.get('b36/all'), 'object')
+    expect(new Uint8Array(await object.arrayBuffer())).toEqual(bytes)
+    expect(w.copies() - before).toBe(Math.ceil(10_000 / 4096))
+    expect(w.texts().some((t) => t.includes('blob_get'))).toBe(false)
+    const ranged = required(await store.get('b36/all', { range: { offset: 4000, length: 3000 } }), 'range')
+    expect(new Uint8Array(await ranged.arrayBuffer())).toEqual(bytes.slice(4000, 7000))
+    expect(ranged.range).toEqual({ offset: 4000, length: 3000 })
+  })
+
+  it('B36.2 an empty object, an absent key and a server error come back as through a query', async () => {
+    const w = watchedPool()
+    const store = postgresBlobStore(w.pool)
+    await store.put('b36/empty', new Uint8Array(0))
+    const empty = required(await store.get('b36/empty'), 'empty')
+    expect(empty.size).toBe(0)
+    expect((await empty.arrayBuffer()).byteLength).toBe(0)
+    expect(await store.get('b36/absent')).toBeNull()
+    await store.put('b36/four', new Uint8Array([1, 2, 3, 4]))
+    const outside = await rejection(store.get('b36/four', { range: { offset: 4 } }))
+    expect(outside).toBeInstanceOf(RangeError)
+    expect(outside.message).toBe('Blob range offset 4 is outside the object (size 4).')
+    expect(w.copies()).toBeGreaterThanOrEqual(3)
+    // the connection that carried the error serves the next call
+    expect(new Uint8Array(await required(await store.get('b36/four'), 'four').arrayBuffer())).toEqual(new Uint8Array([1, 2, 3, 4]))
+  })
+
+  it('B36.3 keys with quotes and backslashes are quoted safely, with standard_conforming_strings on and off', async () => {
+    for (const setting of ['on', 'off']) {
+      const w = watchedPool({ options: `-c standard_conforming_strings=${setting}` })
+      const store = postgresBlobStore(w.pool)
+      const key = `b36/it's a \\ "key" \\' ${setting}`
+      await store.put(key, allBytes(300))
+      const object = required(await store.get(key), key)
+      expect(object.key).toBe(key)
+      expect(new Uint8Array(await object.arrayBuffer())).toEqual(allBytes(300))
+      expect(await store.get(`${key}' OR 'x'='x`)).toBeNull()
+      expect(w.copies()).toBeGreaterThan(0)
+    }
+  })
+
+  it('B36.4 one pg.Client reads through a COPY too; another Queryable reads base64 text', async () => {
+    const client = new pg.Client()
+    await client.connect()
+    try {
+      let copies = 0
+      const query = client.query.bind(client) as (...a: unknown[]) => unknown
+      client.query = ((...args: unknown[]) => {
+        if (typeof (args[0] as { submit?: unknown }).submit === 'function') copies += 1
+        return query(...args)
+      }) as typeof client.query
+      const store = postgresBlobStore(client)
+      await store.put('b36/client', allBytes(2000))
+      expect(new Uint8Array(await required(await store.get('b36/client'), 'client').arrayBuffer())).toEqual(allBytes(2000))
+      expect(copies).toBe(1)
+    } finally {
+      await client.end()
+    }
+    const counted = countingCalls('encode(body')
+    const store = postgresBlobStore(counted.db)
+    expect(new Uint8Array(await required(await store.get('b36/client'), 'wrapped').arrayBuffer())).toEqual(allBytes(2000))
+    expect(counted.calls()).toBe(1)
+  })
+})
+
+describe('BinaryCopyRows (copy_out.ts)', () => {
+  /** A binary COPY stream of rows, as PostgreSQL writes it, with an optional header extension. */
+  function stream(rowsIn: Array<Array<Buffer | null>>, extension = Buffer.alloc(0)): Buffer {
+    const parts: Buffer[] = [Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1'), Buffer.alloc(4)]
+    const ext = Buffer.alloc(4)
+    ext.writeInt32BE(extension.length)
+    parts.push(ext, extension)
+    for (const row of rowsIn) {
+      const count = Buffer.alloc(2)
+      count.writeInt16BE(row.length)
+      parts.push(count)
+      for (const field of row) {
+        const length = Buffer.alloc(4)
+        length.writeInt32BE(field === null ? -1 : field.length)
+        parts.push(length)
+        if (field !== null) parts.push(field)
+      }
+    }
+    const trailer = Buffer.alloc(2)
+    trailer.writeInt16BE(-1)
+    parts.push(trailer)
+    return Buffer.concat(parts)
+  }
+
+  it('B36.5 rows read the same however the stream is cut, header extension, NULL and empty fields included', () => {
+    const rowsIn = [[Buffer.from('{"a":1}'), Buffer.from(allBytes(700))], [null, Buffer.alloc(0)], []]
+    const data = stream(rowsIn, Buffer.from('ext'))
+    for (const cut of [1, 2, 3, 5, 7, 64, data.length]) {
+      const parsed = new BinaryCopyRows()
+      for (let at = 0; at < data.length; at += cut) parsed.push(data.subarray(at, at + cut))
+      expect(parsed.finish()).toEqual(rowsIn)
+    }
+    // every field owns its memory: the input may be overwritten afterwards
+    const parsed = new BinaryCopyRows()
+    const copy = Buffer.from(data)
+    parsed.push(copy)
+    copy.fill(0)
+    expect(parsed.finish()).toEqual(rowsIn)
+  })
+
+  it('B36.6 a stream without the signature, cut before its trailer, or with bytes after it is refused', () => {
+    const data = stream([[Buffer.from('x')]])
+    const bad = Buffer.from(data)
+    bad[0] = 0x51
+    expect(() => new BinaryCopyRows().push(bad)).toThrow('without its signature')
+    const short = new BinaryCopyRows()
+    short.push(data.subarray(0, data.length - 2))
+    expect(() => short.finish()).toThrow('ended before its trailer')
+    expect(() => new BinaryCopyRows().push(Buffer.concat([data, Buffer.from([0])]))).toThrow('after its trailer')
   })
 })

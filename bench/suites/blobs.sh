@@ -12,7 +12,8 @@
 #   shared libraries /usr/lib/x86_64-linux-gnu/*.so* (regular files of at
 #                    most 8 MiB, byte order) up to a total of 40 MB
 #   4 KiB, 1 MiB, 64 MiB objects cut from those files (64 MiB skipped by QUICK)
-# Figures: put and whole get MB/s (raw bytes / client wall time), stored bytes
+# Figures: put and whole get MB/s (raw bytes / client wall time), plotted as
+# ratios against bytea lz4 by mean object size (blob_ratio), stored bytes
 # (pg_total_relation_size of every blob table, indexes and TOAST included)
 # and a 64 KiB range read of the largest object against bytea substring;
 # under lz4 also the stored bytes once maintain() has rewritten the objects
@@ -211,6 +212,11 @@ workload() {  # w name
             mo=$(awk -v b="$raw" -v ms="$ours" 'BEGIN {printf "%.1f", b / 1e6 / (ms / 1000)}')
             mb=$(awk -v b="$raw" -v ms="$base" 'BEGIN {printf "%.1f", b / 1e6 / (ms / 1000)}')
             echo -e "row\t$([ $op = p ] && echo put || echo get)\t$name\tMB/s\t$mo\t$(label "$sys")\t$mb\t$(ratio "$mo" "$mb")\thigher"
+            # the plot: each ratio against bytea lz4 by mean object size, a series per op and codec
+            # (printed at the end, each series in size order)
+            if [ "$sys" = lz4 ]; then
+                echo -e "series\tblob_ratio\t$([ $op = p ] && echo put || echo get), blob_codec $codec\t$((raw / n))\t$(ratio "$mo" "$mb")" >>"$WORK/series"
+            fi
         done
         log "$name $op ms: ours $(tr '\n' ' ' <"$WORK/${op}_ours.ms")| lz4 $(tr '\n' ' ' <"$WORK/${op}_lz4.ms")| pglz $(tr '\n' ' ' <"$WORK/${op}_pglz.ms")"
     done
@@ -262,6 +268,7 @@ range_reads() {  # w name: 64 KiB reads of object 1 of workload w, left in place
     done
 }
 
+printf 'plot\tblob_ratio\tBlob put and whole get against bytea lz4 (MB/s ratio; the target is 0.9)\tmean object size (bytes)\tours / bytea lz4\t1\n'
 echo -e "fact\tblob settings\t$(val "LOAD 'sandbox_persist'; SELECT format('chunk %s, zstd level %s, synchronous_commit %s', current_setting('sandbox_persist.blob_chunk_size'), current_setting('sandbox_persist.zstd_level'), current_setting('synchronous_commit'))")"
 # Every workload once per codec of ours (sandbox_persist.blob_codec), the
 # baselines measured again beside each: the default zstd under the plain
@@ -287,4 +294,7 @@ for codec in $CODECS; do
         rewrite_if_lz4 "1 MiB objects$suffix"
     fi
 done
+# the target as a series of its own, across the sizes measured
+for x in 4096 $((64 * 1024 * 1024)); do printf 'series\tblob_ratio\ttarget 0.9\t%s\t0.9\n' "$x" >>"$WORK/series"; done
+sort -t$'\t' -s -k3,3 -k4,4n "$WORK/series"
 log done

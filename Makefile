@@ -26,6 +26,7 @@ OBJS = \
 	src/json_io.o \
 	src/validate.o \
 	src/spi_util.o \
+	src/key_scans.o \
 	src/row_wait.o \
 	src/admin.o \
 	src/instances.o \

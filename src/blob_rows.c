@@ -14,19 +14,15 @@
  */
 #include "postgres.h"
 
-#include "access/genam.h"
-#include "access/stratnum.h"
-#include "access/table.h"
-#include "catalog/namespace.h"
 #include "executor/tuptable.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
-#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
 #include "blobs.h"
+#include "key_scans.h"
 
 /* The blobs columns a BlobRow holds, in the order of blob_row_columns. */
 typedef enum BlobRowColumn
@@ -76,9 +72,8 @@ BlobRowInt64(TupleTableSlot *slot, AttrNumber att)
 bool
 BlobReadRow(const char *key, BlobRow *out)
 {
-	Oid			nsp = get_namespace_oid("sandbox_persist", false);
-	Relation	rel = table_open(get_relname_relid("blobs", nsp), AccessShareLock);
-	Relation	idx = index_open(get_relname_relid("blobs_pkey", nsp), AccessShareLock);
+	Relation	rel = SpOpenTable("blobs", AccessShareLock);
+	Relation	idx = SpOpenIndex("blobs_pkey", AccessShareLock);
 	TupleTableSlot *slot = table_slot_create(rel, NULL);
 	AttrNumber	att[BLOB_ROW_NCOLUMNS];
 	ScanKeyData scankey;
@@ -87,15 +82,9 @@ BlobReadRow(const char *key, BlobRow *out)
 
 	for (int i = 0; i < BLOB_ROW_NCOLUMNS; i++)
 		att[i] = get_attnum(RelationGetRelid(rel), blob_row_columns[i]);
-	/* the index's one column is blob_key, compared under its own collation */
-	ScanKeyEntryInitialize(&scankey, 0, 1, BTEqualStrategyNumber, InvalidOid,
-						   idx->rd_indcollation[0], F_TEXTEQ, CStringGetTextDatum(key));
-#if PG_VERSION_NUM >= 180000
-	scan = index_beginscan(rel, idx, GetActiveSnapshot(), NULL, 1, 0);
-#else
-	scan = index_beginscan(rel, idx, GetActiveSnapshot(), 1, 0);
-#endif
-	index_rescan(scan, &scankey, 1, NULL, 0);
+	/* the index's one column is blob_key */
+	SpTextScanKey(&scankey, 1, idx, cstring_to_text(key));
+	scan = SpBeginIndexScan(rel, idx, GetActiveSnapshot(), &scankey, 1);
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
 	if (found)
 	{

@@ -35,9 +35,7 @@
  */
 #include "postgres.h"
 
-#include "access/genam.h"
 #include "access/stratnum.h"
-#include "access/table.h"
 #include "access/tableam.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
@@ -51,6 +49,7 @@
 #include "utils/snapmgr.h"
 
 #include "event_log.h"
+#include "key_scans.h"
 
 PG_FUNCTION_INFO_V1(event_log_read);
 PG_FUNCTION_INFO_V1(event_log_read_verified);
@@ -262,9 +261,8 @@ LogReadRow(LogRow *out, bool digests)
 static int
 LogAppendEntries(StringInfo buf, int64 log_id, int64 after, int64 last, bool digests)
 {
-	Oid			nsp = get_namespace_oid("sandbox_persist", false);
-	Relation	rel = table_open(get_relname_relid("event_log_entries", nsp), AccessShareLock);
-	Relation	idx = index_open(get_relname_relid("event_log_entries_pkey", nsp), AccessShareLock);
+	Relation	rel = SpOpenTable("event_log_entries", AccessShareLock);
+	Relation	idx = SpOpenIndex("event_log_entries_pkey", AccessShareLock);
 	TupleTableSlot *slot = table_slot_create(rel, NULL);
 	AttrNumber	seq_att = get_attnum(RelationGetRelid(rel), "seq");
 	AttrNumber	chunk_att = get_attnum(RelationGetRelid(rel), "chunk");
@@ -277,12 +275,7 @@ LogAppendEntries(StringInfo buf, int64 log_id, int64 after, int64 last, bool dig
 	ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(log_id));
 	ScanKeyInit(&keys[1], 2, BTGreaterStrategyNumber, F_INT8GT, Int64GetDatum(after));
 	ScanKeyInit(&keys[2], 2, BTLessEqualStrategyNumber, F_INT8LE, Int64GetDatum(last));
-#if PG_VERSION_NUM >= 180000
-	scan = index_beginscan(rel, idx, GetActiveSnapshot(), NULL, 3, 0);
-#else
-	scan = index_beginscan(rel, idx, GetActiveSnapshot(), 3, 0);
-#endif
-	index_rescan(scan, keys, 3, NULL, 0);
+	scan = SpBeginIndexScan(rel, idx, GetActiveSnapshot(), keys, 3);
 	appendStringInfoChar(buf, '[');
 	while (index_getnext_slot(scan, ForwardScanDirection, slot))
 	{
@@ -308,8 +301,8 @@ LogAppendEntries(StringInfo buf, int64 log_id, int64 after, int64 last, bool dig
 	appendStringInfoChar(buf, ']');
 	index_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);
-	index_close(idx, AccessShareLock);
-	table_close(rel, AccessShareLock);
+	index_close(idx, NoLock);
+	table_close(rel, NoLock);
 	return n;
 }
 

@@ -23,13 +23,10 @@
 #include "postgres.h"
 
 #include "access/detoast.h"
-#include "access/genam.h"
 #include "access/heapam.h"
 #include "access/stratnum.h"
-#include "access/table.h"
 #include "access/xact.h"
 #include "catalog/index.h"
-#include "catalog/namespace.h"
 #include "commands/trigger.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -38,6 +35,7 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
+#include "key_scans.h"
 #include "sandbox_persist.h"
 
 PG_FUNCTION_INFO_V1(_row_count_trigger);
@@ -193,15 +191,9 @@ RowCountFind(RowCountTable *t, text *counter, ItemPointer tid, int64 *value)
 	IndexScanDesc scan;
 	bool		found;
 
-	ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
-						   t->pkey->rd_indcollation[0], F_TEXTEQ, PointerGetDatum(counter));
+	SpTextScanKey(&keys[0], 1, t->pkey, counter);
 	ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(MyProcPid));
-#if PG_VERSION_NUM >= 180000
-	scan = index_beginscan(t->rel, t->pkey, SnapshotSelf, NULL, 2, 0);
-#else
-	scan = index_beginscan(t->rel, t->pkey, SnapshotSelf, 2, 0);
-#endif
-	index_rescan(scan, keys, 2, NULL, 0);
+	scan = SpBeginIndexScan(t->rel, t->pkey, SnapshotSelf, keys, 2);
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
 	if (found)
 	{
@@ -293,7 +285,6 @@ RowCountAddOne(RowCountTable *t, const char *name, int64 delta)
 static void
 RowCountApply(const RowCountDeltas *deltas)
 {
-	Oid			nsp = get_namespace_oid("sandbox_persist", false);
 	RowCountTable t;
 	bool		any = false;
 
@@ -303,8 +294,8 @@ RowCountApply(const RowCountDeltas *deltas)
 		return;
 	/* see the writes of earlier commands, and let ours be seen by later ones */
 	CommandCounterIncrement();
-	t.rel = table_open(get_relname_relid("row_counts", nsp), RowExclusiveLock);
-	t.pkey = index_open(get_relname_relid("row_counts_pkey", nsp), RowExclusiveLock);
+	t.rel = SpOpenTable("row_counts", RowExclusiveLock);
+	t.pkey = SpOpenIndex("row_counts_pkey", RowExclusiveLock);
 	/* the rows are written here, not by the executor: every index must be this one */
 	if (list_length(RelationGetIndexList(t.rel)) != 1)
 		elog(ERROR, "row_counts must have exactly one index, its primary key");

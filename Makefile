@@ -47,6 +47,7 @@ OBJS = \
 	src/blob_codec.o \
 	src/blob_storage.o \
 	src/blob_rows.o \
+	src/blob_upsert.o \
 	src/blob_recompress.o \
 	src/blobs.o \
 	src/blob_uploads.o \

@@ -17,33 +17,50 @@
 #include "executor/tuptable.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
-#include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
 #include "blobs.h"
 #include "key_scans.h"
 
-/* The blobs columns a BlobRow holds, in the order of blob_row_columns. */
-typedef enum BlobRowColumn
-{
-	BLOB_COL_KEY,
-	BLOB_COL_VERSION,
-	BLOB_COL_SIZE,
-	BLOB_COL_ETAG,
-	BLOB_COL_CONTENT_TYPE,
-	BLOB_COL_CUSTOM_METADATA,
-	BLOB_COL_CREATED_AT,
-	BLOB_COL_UPDATED_AT,
-	BLOB_COL_INLINE_CODEC,
-	BLOB_COL_INLINE_DATA,
-	BLOB_ROW_NCOLUMNS
-} BlobRowColumn;
-
-static const char *const blob_row_columns[BLOB_ROW_NCOLUMNS] = {
+static const char *const blob_columns[BLOB_NCOLUMNS] = {
 	"blob_key", "version", "size", "etag", "content_type", "custom_metadata",
-	"created_at", "updated_at", "inline_codec", "inline_data"
+	"created_at", "updated_at", "relied_on_at", "replaced_version", "inline_codec",
+	"inline_data", "gc_settled"
 };
+
+/*
+ * The attribute number of each BlobColumn in desc (InvalidAttrNumber for a
+ * column an older schema lacks), in one walk of the descriptor instead of a
+ * catalog look-up per column. True when the table has exactly these columns.
+ */
+bool
+BlobMapColumns(TupleDesc desc, AttrNumber *att)
+{
+	int			mapped = 0;
+	bool		only_known = true;
+
+	for (int c = 0; c < BLOB_NCOLUMNS; c++)
+		att[c] = InvalidAttrNumber;
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute a = TupleDescAttr(desc, i);
+		int			c = 0;
+
+		if (a->attisdropped)
+			continue;
+		while (c < BLOB_NCOLUMNS && strcmp(NameStr(a->attname), blob_columns[c]) != 0)
+			c++;
+		if (c == BLOB_NCOLUMNS)
+			only_known = false;
+		else
+		{
+			att[c] = a->attnum;
+			mapped++;
+		}
+	}
+	return only_known && mapped == BLOB_NCOLUMNS;
+}
 
 /* The text of a nullable text or json column, or NULL. */
 static char *
@@ -65,45 +82,50 @@ BlobRowInt64(TupleTableSlot *slot, AttrNumber att)
 }
 
 /*
- * Read the blobs row of `key` into *out; false when there is none. The text
- * fields are copied; inline_data is copied as stored (a TOAST pointer stays
- * one, valid in the caller's snapshot), so a chunked object costs no copy.
+ * The row in slot as a BlobRow, its columns numbered by att (BlobMapColumns).
+ * The text fields are copied; inline_data is copied as stored (a TOAST
+ * pointer stays one, valid in the caller's snapshot), so a chunked object
+ * costs no copy.
  */
+void
+BlobRowFromSlot(TupleTableSlot *slot, const AttrNumber *att, BlobRow *out)
+{
+	bool		isnull;
+	Datum		data;
+
+	out->key = BlobRowText(slot, att[BLOB_COL_KEY]);
+	out->version = BlobRowInt64(slot, att[BLOB_COL_VERSION]);
+	out->size = BlobRowInt64(slot, att[BLOB_COL_SIZE]);
+	out->etag = BlobRowText(slot, att[BLOB_COL_ETAG]);
+	out->content_type = BlobRowText(slot, att[BLOB_COL_CONTENT_TYPE]);
+	out->custom_metadata = BlobRowText(slot, att[BLOB_COL_CUSTOM_METADATA]);
+	out->created_at = BlobRowInt64(slot, att[BLOB_COL_CREATED_AT]);
+	out->updated_at = BlobRowInt64(slot, att[BLOB_COL_UPDATED_AT]);
+	out->inline_codec = DatumGetInt16(slot_getattr(slot, att[BLOB_COL_INLINE_CODEC], &isnull));
+	out->is_inline = !isnull;
+	data = slot_getattr(slot, att[BLOB_COL_INLINE_DATA], &isnull);
+	out->inline_data = isnull ? (Datum) 0 : datumCopy(data, false, -1);
+}
+
+/* Read the blobs row of `key` into *out (BlobRowFromSlot); false when there is none. */
 bool
 BlobReadRow(const char *key, BlobRow *out)
 {
 	Relation	rel = SpOpenTable("blobs", AccessShareLock);
 	Relation	idx = SpOpenIndex("blobs_pkey", AccessShareLock);
 	TupleTableSlot *slot = table_slot_create(rel, NULL);
-	AttrNumber	att[BLOB_ROW_NCOLUMNS];
+	AttrNumber	att[BLOB_NCOLUMNS];
 	ScanKeyData scankey;
 	IndexScanDesc scan;
 	bool		found;
 
-	for (int i = 0; i < BLOB_ROW_NCOLUMNS; i++)
-		att[i] = get_attnum(RelationGetRelid(rel), blob_row_columns[i]);
+	BlobMapColumns(RelationGetDescr(rel), att);
 	/* the index's one column is blob_key */
 	SpTextScanKey(&scankey, 1, idx, cstring_to_text(key));
 	scan = SpBeginIndexScan(rel, idx, GetActiveSnapshot(), &scankey, 1);
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
 	if (found)
-	{
-		bool		isnull;
-		Datum		data;
-
-		out->key = BlobRowText(slot, att[BLOB_COL_KEY]);
-		out->version = BlobRowInt64(slot, att[BLOB_COL_VERSION]);
-		out->size = BlobRowInt64(slot, att[BLOB_COL_SIZE]);
-		out->etag = BlobRowText(slot, att[BLOB_COL_ETAG]);
-		out->content_type = BlobRowText(slot, att[BLOB_COL_CONTENT_TYPE]);
-		out->custom_metadata = BlobRowText(slot, att[BLOB_COL_CUSTOM_METADATA]);
-		out->created_at = BlobRowInt64(slot, att[BLOB_COL_CREATED_AT]);
-		out->updated_at = BlobRowInt64(slot, att[BLOB_COL_UPDATED_AT]);
-		out->inline_codec = DatumGetInt16(slot_getattr(slot, att[BLOB_COL_INLINE_CODEC], &isnull));
-		out->is_inline = !isnull;
-		data = slot_getattr(slot, att[BLOB_COL_INLINE_DATA], &isnull);
-		out->inline_data = isnull ? (Datum) 0 : datumCopy(data, false, -1);
-	}
+		BlobRowFromSlot(slot, att, out);
 	index_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);
 	index_close(idx, NoLock);

@@ -436,8 +436,8 @@ BlobTouch(const char *key, const BlobOptions *opts, int64 now, MemoryContext out
 /*
  * Store a non-empty object of at most one chunk inline in its blobs row,
  * compressed like a chunk, with the overwrite and content-address rules of
- * BlobPublish and BlobTouch in one statement. Returns the BlobRecord.
- * Inside SPI; the schema must be 0.3.0.
+ * BlobPublish and BlobTouch in one write (BlobUpsertInline, or this
+ * statement). Returns the BlobRecord. Inside SPI; the schema must be 0.3.0.
  */
 Datum
 BlobPublishInline(const char *key, const char *data, int len, const BlobOptions *opts,
@@ -450,7 +450,22 @@ BlobPublishInline(const char *key, const char *data, int len, const BlobOptions 
 	int64		version = 0;
 	int64		replaced;
 	Datum		record;
+	BlobRow		row;
 
+	/* without SPI when the table is the one blob_upsert.c knows */
+	if (BlobUpsertInline(key, content_addressed, len, (int16) codec, b, opts, now, &row, &replaced))
+	{
+		MemoryContext spi = MemoryContextSwitchTo(outer);
+		StringInfoData buf;
+
+		initStringInfo(&buf);
+		BlobAppendRow(&buf, &row);
+		record = SpJsonResult(&buf);
+		MemoryContextSwitchTo(spi);
+		if (replaced != 0)
+			BlobDeleteVersion(replaced);
+		return record;
+	}
 	SpArgsInit(&args);
 	SpArgText(&args, key);
 	SpArgInt64(&args, len);

@@ -17,6 +17,7 @@
 #include "sandbox_persist.h"
 
 #include "common/cryptohash.h"
+#include "executor/tuptable.h"
 
 /*
  * The codec of a stored chunk or inline object, recorded in its row
@@ -82,6 +83,25 @@ typedef struct BlobRow
 	Datum		inline_data;	/* as stored: may be a TOAST pointer */
 } BlobRow;
 
+/* The columns of blobs (0.5.0), numbered for a table by BlobMapColumns. */
+typedef enum BlobColumn
+{
+	BLOB_COL_KEY,
+	BLOB_COL_VERSION,
+	BLOB_COL_SIZE,
+	BLOB_COL_ETAG,
+	BLOB_COL_CONTENT_TYPE,
+	BLOB_COL_CUSTOM_METADATA,
+	BLOB_COL_CREATED_AT,
+	BLOB_COL_UPDATED_AT,
+	BLOB_COL_RELIED_ON_AT,
+	BLOB_COL_REPLACED_VERSION,
+	BLOB_COL_INLINE_CODEC,
+	BLOB_COL_INLINE_DATA,
+	BLOB_COL_GC_SETTLED,
+	BLOB_NCOLUMNS
+} BlobColumn;
+
 /* blob_codec.c */
 extern int	BlobEncodeChunk(int codec, const char *src, int len, bytea **out);
 extern const char *BlobDecodeProblem(int codec, const char *src, int srclen, int raw_length,
@@ -112,7 +132,14 @@ extern void BlobSliceStored(int codec, Datum data, int32 raw_length, int64 start
 extern Datum BlobTouch(const char *key, const BlobOptions *opts, int64 now,
 					   MemoryContext outer, bool *found);
 
+/* blob_upsert.c */
+extern bool BlobUpsertInline(const char *key, bool content_addressed, int64 size, int16 codec,
+							 bytea *data, const BlobOptions *opts, int64 now, BlobRow *out,
+							 int64 *chunked_version);
+
 /* blob_rows.c */
+extern bool BlobMapColumns(TupleDesc desc, AttrNumber *att);
+extern void BlobRowFromSlot(TupleTableSlot *slot, const AttrNumber *att, BlobRow *out);
 extern bool BlobReadRow(const char *key, BlobRow *out);
 extern void BlobAppendRow(StringInfo buf, const BlobRow *row);
 extern void BlobAppendRecord(StringInfo buf, int row, int first_col);

@@ -20,7 +20,7 @@
 #include "key_scans.h"
 
 /* The oid of relation `name` in the extension's schema (an error when missing). */
-static Oid
+Oid
 SpRelationOid(const char *name)
 {
 	Oid			relid = get_relname_relid(name, get_namespace_oid("sandbox_persist", false));

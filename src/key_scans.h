@@ -12,6 +12,7 @@
 #include "utils/rel.h"
 #include "utils/snapshot.h"
 
+extern Oid	SpRelationOid(const char *name);
 extern Relation SpOpenTable(const char *name, LOCKMODE lock);
 extern Relation SpOpenIndex(const char *name, LOCKMODE lock);
 extern void SpTextScanKey(ScanKey key, AttrNumber attno, Relation idx, text *value);

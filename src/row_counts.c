@@ -27,6 +27,8 @@
 #include "access/stratnum.h"
 #include "access/xact.h"
 #include "catalog/index.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_trigger.h"
 #include "commands/trigger.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -133,6 +135,8 @@ RowCountAdd(RowCountDeltas *out, char *name, int64 delta)
 			return;
 		}
 	}
+	if (out->n == lengthof(out->names))
+		elog(ERROR, "one row write changes more than %d counters", (int) lengthof(out->names));
 	out->names[out->n] = name;
 	out->deltas[out->n] = delta;
 	out->n++;
@@ -311,6 +315,29 @@ RowCountApply(const RowCountDeltas *deltas)
 }
 
 /*
+ * Add what the write of one row does to the counter specs of trigger trig:
+ * the old row's share (NULL for an insert) taken off, the new row's (NULL
+ * for a delete) added.
+ */
+static void
+RowCountTriggerDeltas(const Trigger *trig, TupleDesc desc, HeapTuple oldrow, HeapTuple newrow,
+					  RowCountDeltas *out)
+{
+	if (trig->tgnargs > ROW_COUNT_MAX_SPECS)
+		elog(ERROR, "_row_count_trigger takes at most %d counter specs", ROW_COUNT_MAX_SPECS);
+	for (int i = 0; i < trig->tgnargs; i++)
+	{
+		RowCountSpec spec;
+
+		RowCountParseSpec(trig->tgargs[i], &spec);
+		if (oldrow != NULL)
+			RowCountRow(out, &spec, oldrow, desc, -1);
+		if (newrow != NULL)
+			RowCountRow(out, &spec, newrow, desc, 1);
+	}
+}
+
+/*
  * _row_count_trigger(): AFTER row trigger. Each argument is one counter spec
  * (see the function's COMMENT); the old row's share is taken off and the new
  * row's added (RowCountApply).
@@ -319,7 +346,8 @@ Datum
 _row_count_trigger(PG_FUNCTION_ARGS)
 {
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
-	TupleDesc	desc;
+	HeapTuple	oldrow = NULL;
+	HeapTuple	newrow = NULL;
 	RowCountDeltas deltas = {0};
 
 	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
@@ -328,24 +356,81 @@ _row_count_trigger(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("_row_count_trigger() must be called as an AFTER ... FOR EACH ROW trigger"),
 				 errdetail("It keeps the counters of row_counts for the table it is a trigger of.")));
-	if (trigdata->tg_trigger->tgnargs > ROW_COUNT_MAX_SPECS)
-		elog(ERROR, "_row_count_trigger takes at most %d counter specs", ROW_COUNT_MAX_SPECS);
-	desc = RelationGetDescr(trigdata->tg_relation);
-	for (int i = 0; i < trigdata->tg_trigger->tgnargs; i++)
+	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
+		newrow = trigdata->tg_trigtuple;
+	else
 	{
-		RowCountSpec spec;
-
-		RowCountParseSpec(trigdata->tg_trigger->tgargs[i], &spec);
-		if (!TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
-			RowCountRow(&deltas, &spec, trigdata->tg_trigtuple, desc, -1);
-		if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
-			RowCountRow(&deltas, &spec, trigdata->tg_trigtuple, desc, 1);
-		else if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
-			RowCountRow(&deltas, &spec, trigdata->tg_newtuple, desc, 1);
+		oldrow = trigdata->tg_trigtuple;
+		if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+			newrow = trigdata->tg_newtuple;
 	}
-
+	RowCountTriggerDeltas(trigdata->tg_trigger, RelationGetDescr(trigdata->tg_relation),
+						  oldrow, newrow, &deltas);
 	RowCountApply(&deltas);
 	return PointerGetDatum(NULL);
+}
+
+/* True for an AFTER ROW trigger that runs _row_count_trigger of our schema. */
+static bool
+RowCountIsCounterTrigger(const Trigger *trig)
+{
+	char	   *name;
+
+	if (!TRIGGER_FOR_ROW(trig->tgtype) || !TRIGGER_FOR_AFTER(trig->tgtype) ||
+		OidIsValid(trig->tgconstraint))
+		return false;
+	name = get_func_name(trig->tgfoid);
+	return name != NULL && strcmp(name, "_row_count_trigger") == 0 &&
+		get_func_namespace(trig->tgfoid) == get_namespace_oid("sandbox_persist", false);
+}
+
+/*
+ * True when every trigger of rel is a counter trigger that fires in this
+ * session (enabled, and the session not in replica mode): then a path that
+ * writes rel's rows itself may apply them with RowCountsOfWrite.
+ */
+bool
+RowCountsAreAllTriggers(Relation rel)
+{
+	TriggerDesc *td = rel->trigdesc;
+
+	if (td == NULL)
+		return true;
+	if (SessionReplicationRole != SESSION_REPLICATION_ROLE_ORIGIN)
+		return false;
+	for (int i = 0; i < td->numtriggers; i++)
+	{
+		const Trigger *trig = &td->triggers[i];
+
+		if ((trig->tgenabled != TRIGGER_FIRES_ON_ORIGIN && trig->tgenabled != TRIGGER_FIRES_ALWAYS) ||
+			!RowCountIsCounterTrigger(trig))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * What rel's counter triggers would do for the write of one row, for a path
+ * that writes it without the executor (RowCountsAreAllTriggers must hold):
+ * oldrow NULL for an insert, else an update. Both rows as stored (a TOAST
+ * pointer counts its stored size). A trigger's WHEN clause and column list
+ * are not evaluated: in this schema they only skip updates that change no
+ * counted column, whose deltas are zero.
+ */
+void
+RowCountsOfWrite(Relation rel, HeapTuple oldrow, HeapTuple newrow)
+{
+	TriggerDesc *td = rel->trigdesc;
+	RowCountDeltas deltas = {0};
+
+	for (int i = 0; td != NULL && i < td->numtriggers; i++)
+	{
+		const Trigger *trig = &td->triggers[i];
+
+		if (oldrow == NULL ? TRIGGER_FOR_INSERT(trig->tgtype) : TRIGGER_FOR_UPDATE(trig->tgtype))
+			RowCountTriggerDeltas(trig, RelationGetDescr(rel), oldrow, newrow, &deltas);
+	}
+	RowCountApply(&deltas);
 }
 
 /* maintain(): fold the counter rows of exited backends into row 0. Inside SPI. */

@@ -62,6 +62,7 @@ typedef enum SpReopenPolicy
  * database's schema is older than release `since` (schema_version.c).
  */
 extern void SpRequireSchema(const char *since, const char *function);
+extern bool SpSchemaIsAtLeast(const char *since);
 
 /*
  * The schema maintain() and _maintenance_backlog() serve: the blob GC queue,
@@ -347,8 +348,10 @@ extern bool LogHasEpochs(void);
 /* runs.c: whether the runs table has the 0.3.0 status clock */
 extern bool RunsHaveStatusClock(void);
 
-/* row_counts.c: fold the counter rows of exited backends (maintain()) */
+/* row_counts.c: fold the counter rows of exited backends (maintain()); count a row written without the executor */
 extern void RowCountsFold(void);
+extern bool RowCountsAreAllTriggers(Relation rel);
+extern void RowCountsOfWrite(Relation rel, HeapTuple oldrow, HeapTuple newrow);
 
 /* takeovers.c: count one lease takeover (nothing before 0.4.0) */
 extern void TakeoverCount(const char *kind);

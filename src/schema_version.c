@@ -97,20 +97,20 @@ SchemaInstalledVersion(Oid ext)
 }
 
 /*
- * Raise 55000 unless the database's sandbox_persist schema is at release
- * `since` or later; `function` names the SQL function in the message.
- * During CREATE or ALTER EXTENSION of sandbox_persist itself the version row
- * is not final yet, so the check is left to the next call.
+ * True when the database's sandbox_persist schema is at release `since` or
+ * later; otherwise false, with the installed version in *found. During CREATE
+ * or ALTER EXTENSION of sandbox_persist itself the version row is not final
+ * yet, so the answer is true and nothing is remembered.
  */
-void
-SpRequireSchema(const char *since, const char *function)
+static bool
+SchemaIsAtLeast(const char *since, char **found)
 {
 	Oid			ext;
 	char	   *version;
 
 	if (schema_ok_since != NULL &&
 		(schema_ok_since == since || SchemaVersionCompare(schema_ok_since, since) >= 0))
-		return;
+		return true;
 	/* Registered before the catalog is read, so no invalidation after the read is missed. */
 	if (!schema_callback_registered)
 	{
@@ -119,14 +119,40 @@ SpRequireSchema(const char *since, const char *function)
 	}
 	ext = get_extension_oid("sandbox_persist", true);
 	if (ext == InvalidOid || (creating_extension && CurrentExtensionObject == ext))
-		return;
+		return true;
 	version = SchemaInstalledVersion(ext);
 	if (version != NULL && SchemaVersionCompare(version, since) < 0)
+	{
+		*found = version;
+		return false;
+	}
+	schema_ok_since = since;
+	return true;
+}
+
+/* True when the schema is at release `since` or later, for a path that has another way. */
+bool
+SpSchemaIsAtLeast(const char *since)
+{
+	char	   *found;
+
+	return SchemaIsAtLeast(since, &found);
+}
+
+/*
+ * Raise 55000 unless the database's sandbox_persist schema is at release
+ * `since` or later; `function` names the SQL function in the message.
+ */
+void
+SpRequireSchema(const char *since, const char *function)
+{
+	char	   *version;
+
+	if (!SchemaIsAtLeast(since, &version))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the sandbox_persist schema of this database is older than its library"),
 				 errdetail("%s() needs the schema of sandbox_persist %s or later; this database is at %s.",
 						   function, since, version),
 				 errhint("Run ALTER EXTENSION sandbox_persist UPDATE.")));
-	schema_ok_since = since;
 }

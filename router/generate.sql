@@ -67,6 +67,9 @@ SELECT format(
             format('PERFORM sandbox_persist.%I(%s);', '_custom_' || p.proname, a.names)
         WHEN r.route = 'custom' THEN
             format('RETURN sandbox_persist.%I(%s);', '_custom_' || p.proname, a.names)
+        -- A set (event_log_read_pieces): the shard's rows, in its order.
+        WHEN r.route = 'one' AND p.proretset THEN
+            format('RETURN QUERY SELECT * FROM sandbox_persist.%I(%s, %s);', '_on_' || p.proname, r.expr, a.names)
         WHEN r.route = 'one' AND p.prorettype = 'void'::regtype THEN
             format('PERFORM sandbox_persist.%I(%s, %s);', '_on_' || p.proname, r.expr, a.names)
         WHEN r.route = 'one' THEN

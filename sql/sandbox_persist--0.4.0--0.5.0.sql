@@ -886,6 +886,18 @@ $$;
 COMMENT ON FUNCTION sandbox_persist._thread_import(thread_id text, from_shard integer, doc json) IS 'Internal, move step 4 on the destination shard: inserts an exported thread in one transaction or nothing; refused when this shard already holds state or ids of the thread, SP015 when a blob is missing. Idempotent.';
 
 ------------------------------------------------------------------------------
+-- Durable event log: event_log_read_pieces, a resume token's read as rows of
+-- about 16 kB (the adapter's late reader; issue 33). Nothing existing changes.
+------------------------------------------------------------------------------
+-- function event_log_read_pieces(text, bigint, text, integer)
+CREATE FUNCTION sandbox_persist.event_log_read_pieces(run_id text, after_seq bigint, after_digest text, max_rows integer DEFAULT 1000) RETURNS SETOF json
+    LANGUAGE c STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'event_log_read_pieces';
+
+COMMENT ON FUNCTION sandbox_persist.event_log_read_pieces(run_id text, after_seq bigint, after_digest text, max_rows integer) IS 'Durable event log read of a resume token as rows: event_log_read_verified''s read, first {logId, exists, closed, tail, tailDigest}, then its entries [{seq, digest, chunk}, ...] in json arrays of about 16 kB each, oldest first, so a client parses each row as it arrives. The same checks and errors.';
+
+------------------------------------------------------------------------------
 -- Durable event log: event_log_append_many, many appends in one statement
 -- (the adapter's micro-batcher; issue 33). Each step of an append is one
 -- statement for the whole batch. Nothing existing changes.

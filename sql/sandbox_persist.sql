@@ -1189,6 +1189,14 @@ CREATE FUNCTION sandbox_persist.event_log_read(run_id text, after_seq bigint, ma
 
 COMMENT ON FUNCTION sandbox_persist.event_log_read(run_id text, after_seq bigint, max_rows integer) IS 'Durable event log read: up to max_rows chunks of run_id after after_seq, as json {logId, exists, closed, tail, entries: [{seq, chunk}]}.';
 
+-- function event_log_read_pieces(text, bigint, text, integer)
+CREATE FUNCTION sandbox_persist.event_log_read_pieces(run_id text, after_seq bigint, after_digest text, max_rows integer DEFAULT 1000) RETURNS SETOF json
+    LANGUAGE c STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'event_log_read_pieces';
+
+COMMENT ON FUNCTION sandbox_persist.event_log_read_pieces(run_id text, after_seq bigint, after_digest text, max_rows integer) IS 'Durable event log read of a resume token as rows: event_log_read_verified''s read, first {logId, exists, closed, tail, tailDigest}, then its entries [{seq, digest, chunk}, ...] in json arrays of about 16 kB each, oldest first, so a client parses each row as it arrives. The same checks and errors.';
+
 -- function event_log_read_verified(text, bigint, text, integer)
 CREATE FUNCTION sandbox_persist.event_log_read_verified(run_id text, after_seq bigint, after_digest text, max_rows integer DEFAULT 1000) RETURNS json
     LANGUAGE c STABLE SECURITY DEFINER

@@ -21,7 +21,9 @@
 
 #include <math.h>
 
+#include "catalog/pg_type.h"
 #include "common/shortest_dec.h"
+#include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -628,4 +630,31 @@ Datum
 SpJsonResult(StringInfo buf)
 {
 	return PointerGetDatum(cstring_to_text_with_len(buf->data, buf->len));
+}
+
+/*
+ * Set up the result of a set-returning function of one json column named
+ * `column`, materialized: the function puts each row into rsinfo->setResult
+ * with tuplestore_putvalues, described by rsinfo->setDesc.
+ */
+void
+SpBeginJsonRows(FunctionCallInfo fcinfo, const char *column)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MemoryContext old;
+	TupleDesc	desc;
+
+	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) || (rsinfo->allowedModes & SFRM_Materialize) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("set-valued function called in context that cannot accept a set"),
+				 errdetail("Call it in FROM, or in the select list of a query.")));
+	old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+	desc = CreateTemplateTupleDesc(1);
+	TupleDescInitEntry(desc, 1, column, JSONOID, -1, 0);
+	rsinfo->returnMode = SFRM_Materialize;
+	rsinfo->setResult = tuplestore_begin_heap((rsinfo->allowedModes & SFRM_Materialize_Random) != 0,
+											  false, work_mem);
+	rsinfo->setDesc = desc;
+	MemoryContextSwitchTo(old);
 }

@@ -153,6 +153,7 @@ extern void SpAppendString(StringInfo buf, const char *s);
 extern void SpAppendInt64(StringInfo buf, int64 v);
 extern void SpAppendDouble(StringInfo buf, double v);
 extern Datum SpJsonResult(StringInfo buf);
+extern void SpBeginJsonRows(FunctionCallInfo fcinfo, const char *column);
 
 /* ---- validation (validate.c) ---- */
 

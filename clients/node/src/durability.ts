@@ -83,7 +83,7 @@ export interface DurableEntry {
 
 export interface PostgresStreamDurability extends StreamDurability<string> {
   /**
-   * `read` by whole pages: each array is one `event_log_read_verified` page
+   * `read` by whole pages: each array is one page of the log (`event_log_read_pieces`)
    * (up to `pageSize` entries), for consumers that hand entries on in bulk.
    * Same offsets, verification, parking and ending as `read`.
    */
@@ -156,6 +156,31 @@ interface ReadResult {
   tail: number
   tailDigest: string
   entries: Array<{ seq: number; digest: string; chunk: StreamChunk }>
+}
+
+const READ_PIECES = `SELECT r FROM ${SP}.event_log_read_pieces($1::text, $2::bigint, $3::text, $4::integer) r`
+
+/**
+ * One page of a log as event_log_read_verified returns it, read as the rows
+ * of event_log_read_pieces: the log's fields, then its entries in pieces of
+ * about 16 kB. node-postgres parses each row as it arrives, where one json
+ * value of a whole page was received whole, then decoded and parsed at once
+ * (a late reader's page of 1 000 chunks read in about half the time).
+ */
+async function readPieces(
+  pool: Queryable,
+  runId: string,
+  after: number,
+  digest: string | null,
+  rows: number,
+): Promise<ReadResult> {
+  const result = await run(pool, READ_PIECES, [runId, after, digest, rows])
+  const head = result.rows[0].r as Omit<ReadResult, 'entries'>
+  const entries: ReadResult['entries'] = []
+  for (let i = 1; i < result.rows.length; i++) {
+    for (const entry of result.rows[i].r as ReadResult['entries']) entries.push(entry)
+  }
+  return { ...head, entries }
 }
 
 /** A parsed offset: the entry it follows and, for a v2 token, that entry's digest. */
@@ -489,12 +514,7 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
     // The digest of the entry read last travels with every page, so the
     // server vouches for the stream across a failover between two pages too.
     const readPage = (after: number, digest: string | null, rows: number) =>
-      value<ReadResult>(pool, `SELECT ${SP}.event_log_read_verified($1::text, $2::bigint, $3::text, $4::integer) AS r`, [
-        runId,
-        after,
-        digest,
-        rows,
-      ])
+      readPieces(pool, runId, after, digest, rows)
 
     return {
       runId,

@@ -77,7 +77,7 @@ export const IDEMPOTENT: ReadonlySet<string> = new Set([
   'artifact_get', 'artifact_list', 'artifact_list_for_thread', 'attention_list',
   'blob_get', 'blob_head', 'blob_list',
   'checkpoint_get', 'checkpoint_get_head', 'checkpoint_get_parts', 'checkpoint_list', 'checkpoint_list_blob_references',
-  'event_log_read', 'event_log_snapshot', 'generation_run_find_latest_for_thread', 'generation_run_get',
+  'event_log_read', 'event_log_read_pieces', 'event_log_read_verified', 'event_log_snapshot', 'generation_run_find_latest_for_thread', 'generation_run_get',
   'instance_get', 'interrupt_get', 'message_load_thread', 'metadata_get',
   'run_find_active_run', 'run_get', 'run_list_by_thread', 'run_list_reclaimable',
   'checkpoint_release_writer', 'lock_release',

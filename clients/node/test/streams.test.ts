@@ -1,6 +1,6 @@
 /**
  * Streams at speed (docs/contract/event-log.md §4, "Bulk reads and producer
- * micro-batching"): BR1-BR4 bulk reads, MB1-MB5 producer micro-batching.
+ * micro-batching"): BR1-BR5 bulk reads, MB1-MB5 producer micro-batching.
  */
 import type { StreamChunk } from '@tanstack/ai'
 import type pg from 'pg'
@@ -19,7 +19,7 @@ const chunk = (n: number, type = 'TEXT_MESSAGE_CONTENT'): StreamChunk =>
 const finished = (n: number): StreamChunk => ({ type: 'RUN_FINISHED', runId: 'r', threadId: 't', timestamp: n }) as unknown as StreamChunk
 
 /** The pool, with every statement its checked-out clients run recorded (append and read statements are counted). */
-function counting(base: pg.Pool): { pool: pg.Pool; appends: () => number; reads: () => number } {
+function counting(base: pg.Pool): { pool: pg.Pool; appends: () => number; reads: () => number; pieceReads: () => number } {
   const texts: string[] = []
   const wrap = <T extends object>(target: T, query: boolean): T =>
     new Proxy(target, {
@@ -38,7 +38,12 @@ function counting(base: pg.Pool): { pool: pg.Pool; appends: () => number; reads:
       },
     })
   const calls = (fn: string) => texts.filter((t) => t.includes(fn)).length
-  return { pool: wrap(base, false), appends: () => calls('event_log_append'), reads: () => calls('event_log_read') }
+  return {
+    pool: wrap(base, false),
+    appends: () => calls('event_log_append'),
+    reads: () => calls('event_log_read'),
+    pieceReads: () => calls('event_log_read_pieces('),
+  } as { pool: pg.Pool; appends: () => number; reads: () => number; pieceReads: () => number }
 }
 
 async function all(iterable: AsyncIterable<{ offset: string; chunk: StreamChunk }>) {
@@ -104,6 +109,30 @@ describe('bulk reads', () => {
       before = counted.reads()
       expect((await all(durability('br4').read('-1'))).length).toBe(2000)
       expect(counted.reads() - before).toBe(2)
+    } finally {
+      await durability.close()
+    }
+  })
+
+  it('BR5 a page is read as rows of pieces: chunks of every size come back in order, as event_log_read_verified has them', async () => {
+    const counted = counting(pool)
+    const durability = postgresDurability(counted.pool, { pageSize: 1000, microBatchMs: 0 })
+    try {
+      const log = durability('br5')
+      // small chunks around large ones (40 kB each: a piece of their own), 600 in all
+      const sized = (n: number): StreamChunk =>
+        ({ type: 'TEXT_MESSAGE_CONTENT', messageId: 'm', delta: n % 97 === 0 ? 'x'.repeat(40_000) : `d${n}`, timestamp: n }) as unknown as StreamChunk
+      await log.append(Array.from({ length: 600 }, (_, i) => sized(i + 1)))
+      await log.close()
+      const before = counted.pieceReads()
+      const got = await all(durability('br5').read('-1'))
+      expect(counted.pieceReads() - before).toBe(1)
+      const direct = await pool.query(`SELECT sandbox_persist.event_log_read_verified('br5', 0, NULL) AS r`)
+      const entries = (direct.rows[0].r as { entries: Array<{ chunk: StreamChunk }> }).entries
+      expect(got.map((e) => e.chunk)).toEqual(entries.map((e) => e.chunk))
+      expect(got.map((e) => (e.chunk as unknown as { timestamp: number }).timestamp)).toEqual(Array.from({ length: 600 }, (_, i) => i + 1))
+      const pieces = await pool.query(`SELECT count(*)::int AS n FROM sandbox_persist.event_log_read_pieces('br5', 0, NULL)`)
+      expect(pieces.rows[0].n).toBeGreaterThan(7)
     } finally {
       await durability.close()
     }

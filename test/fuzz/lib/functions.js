@@ -219,6 +219,8 @@ const F = {
   // a resume token's digest: 16 lowercase hex digits (0 is position 0's)
   event_log_read_verified: [A.id('run'), A.big(['0', '1', '2', '5']),
     A.text(['0000000000000000', '605fa742c71b8d95', 'ffffffffffffffff']), A.int(['1000', '1', '0'])],
+  event_log_read_pieces: [A.id('run'), A.big(['0', '1', '2', '5']),
+    A.text(['0000000000000000', '605fa742c71b8d95', 'ffffffffffffffff']), A.int(['1000', '1', '0'])],
   event_log_close: [A.id('run')],
   event_log_snapshot: [A.id('run')],
 

@@ -1,6 +1,9 @@
-# sandbox_persist: PGXS build, plus the two commands a newcomer needs:
+# sandbox_persist: PGXS build, plus the three commands a newcomer needs:
 #   make run    build, install, start a throwaway cluster, walk through every store
-#   make test   the same set-up, then every suite (short modes of torture and fuzz)
+#   make check  the edit-test loop: the same set-up, then pg_regress + isolation,
+#               pgTAP and the Node adapter (build, type-check, vitest) only
+#   make test   the same set-up, then every suite (short modes of torture and
+#               fuzz): the whole suite, what CI runs (.ci/run)
 #   make test-pitr  one suite: pgBackRest point-in-time recovery and a standby rebuild
 #   make test-matrix  the suites against PostgreSQL 17 and 18 in Debian chroots (root)
 #   make torture  the long reliability runs: crash cycles, 10^5 fuzz inputs, valgrind, failovers
@@ -83,10 +86,10 @@ EXTVERSION = $(shell sed -n "s/^default_version *= *'\([^']*\)'.*/\1/p" $(srcdir
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 DATA = $(filter-out $(DATA_built),$(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/sandbox_persist--*.sql)))
 
-# pg_regress finds test/sql/<t>.sql via --inputdir and expected/<t>.out in the
-# top-level expected/ (its output directory, searched first). Isolation specs
-# live in test/specs/; pg_isolation_regress writes to output_iso/ and then
-# looks in test/expected/, a symlink to the same top-level expected/.
+# pg_regress finds test/sql/<t>.sql via --inputdir and test/expected/<t>.out
+# there too (it looks in the top level's expected/ first, so keep none there).
+# Isolation specs live in test/specs/; pg_isolation_regress writes to
+# output_iso/ and reads the same test/expected/.
 REGRESS      = $(sort $(basename $(notdir $(wildcard test/sql/*.sql))))
 REGRESS_OPTS = --inputdir=test --load-extension=sandbox_persist
 ISOLATION      = $(sort $(basename $(notdir $(wildcard test/specs/*.spec))))
@@ -100,8 +103,24 @@ SHLIB_LINK += -lzstd -llz4
 override with_llvm = no
 
 PG_CONFIG ?= pg_config
+# make check, the edit-test loop: the suites of make test that follow a change
+# to the C, the SQL or the adapter, on the same machinery (scripts/test.sh: its
+# set-up builds and installs through make itself, then a throwaway cluster and
+# the summaries). PGXS has a "check" of its own (a stub: "not supported"
+# outside the source tree) and two recipes for one target make GNU make warn
+# at every run, so PGXS is left out when check is the goal (srcdir: what PGXS
+# sets for a build in the checkout).
+ifneq ($(filter check,$(MAKECMDGOALS)),)
+ifneq ($(MAKECMDGOALS),check)
+$(error make check runs alone: it builds, installs and starts its own cluster)
+endif
+srcdir = .
+check:
+	SANDBOX_PERSIST_SUITES="regress pgtap node" bash scripts/test.sh
+else
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+endif
 
 # An out-of-tree build writes its objects under its own src/ and the built
 # script under its own sql/.
@@ -118,12 +137,14 @@ $(DATA_built): sql/$(EXTENSION).sql $(EXTENSION).control
 # changed struct or constant never leaves a stale object behind.
 $(OBJS): $(wildcard $(srcdir)/src/*.h)
 
-# The Node adapter's SQLSTATE table, generated from src/errors.h (checked in;
-# the vocabulary suite fails when it is stale).
+# Everything that restates src/errors.h's error table, generated from it (checked
+# in; the vocabulary suite fails when it is stale): the Node adapter's codes,
+# code unions and checkpoint error classes, and the error tables of README.md
+# and docs/contract/README.md.
 error-codes:
 	bash scripts/gen_error_codes.sh
 
-.PHONY: error-codes deps run stop test test-matrix test-shards test-pitr test-ha torture bench installcheck-conformance deb dist test-packaging
+.PHONY: error-codes deps run stop check test test-matrix test-shards test-pitr test-ha torture bench installcheck-conformance deb dist test-packaging
 deps:
 	bash scripts/deps.sh
 run:

@@ -1,6 +1,7 @@
--- sandbox_persist 0.3.0 -> 0.4.0. CREATE EXTENSION runs 0.1.0, the upgrade
--- scripts up to 0.3.0 and then this one; ALTER EXTENSION sandbox_persist
--- UPDATE runs it on a 0.3.0 database (after the earlier scripts on older ones).
+-- sandbox_persist 0.3.0 -> 0.4.0. ALTER EXTENSION sandbox_persist UPDATE runs
+-- it on a 0.3.0 database (after the earlier scripts on older ones); a fresh
+-- install runs the full script of its version, built from
+-- sql/sandbox_persist.sql, instead.
 -- What it changes is listed, section by section, below and in CHANGELOG.md.
 \echo Use "ALTER EXTENSION sandbox_persist UPDATE" to load this file. \quit
 

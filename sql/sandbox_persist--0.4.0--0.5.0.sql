@@ -1272,6 +1272,18 @@ CREATE FUNCTION sandbox_persist.stream_subscription_delivered(subscription_id te
 
 COMMENT ON FUNCTION sandbox_persist.stream_subscription_delivered(subscription_id text, wake_id text, generation bigint, result json, now_ms bigint) IS 'What came of a webhook delivery (docs/contract/streams.md §7): result {ok, done}; done acknowledges the wake''s snapshot and ends it, ok alone starts the callback lease, a failure schedules a retry (1 s doubling to 60 s, 20 % jitter). Returns json {outcome: acked|awaitingCallback|retry|fenced, next_wake?}.';
 
+------------------------------------------------------------------------------
+-- attention_list() runs the entry point named after it (issue 34 item 5;
+-- docs/architecture.md, "Stable C symbols"). 0.4.0 pointed it at
+-- attention_list_v4, which the library keeps for that released script
+-- (src/released_symbols.c) and which runs the same code. Same owner,
+-- grants, comment and settings; the answer does not change.
+------------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION sandbox_persist.attention_list() RETURNS json
+    LANGUAGE c STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS 'MODULE_PATHNAME', 'attention_list';
+
 -- Sections are added above this line, one per change, each opened by a
 -- comment block that says what it changes and why.
 

@@ -977,7 +977,7 @@ COMMENT ON FUNCTION sandbox_persist.artifact_save(record json) IS 'Artifact stor
 CREATE FUNCTION sandbox_persist.attention_list() RETURNS json
     LANGUAGE c STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS 'MODULE_PATHNAME', 'attention_list_v4';
+    AS 'MODULE_PATHNAME', 'attention_list';
 
 COMMENT ON FUNCTION sandbox_persist.attention_list() IS 'The current watchdog items as a json array [{kind, runId?, firstSeen, lastSeen, detail?}], oldest first.';
 

@@ -448,7 +448,7 @@ CkptAppend(FunctionCallInfo fcinfo, bool delta)
 	PG_RETURN_DATUM(SpJsonResult(&result));
 }
 
-/* checkpoint_append(input json, now_ms bigint) -> json {headId}. */
+/* checkpoint_append(input json, conversation json, now_ms bigint) -> json {headId}. */
 Datum
 checkpoint_append(PG_FUNCTION_ARGS)
 {

@@ -16,14 +16,15 @@
  * only the input can be fixed); errdetail_sp() attaches it, and a call site's
  * own errhint() after it overrides it. The enum below and the table in
  * errors.c are both expanded from it, so they cannot drift apart;
- * scripts/gen_error_codes.sh writes the Node adapter's table from it, and
- * test/scripts/vocabulary.sh checks that file, README.md and docs/contract/
- * against it.
+ * scripts/gen_error_codes.sh writes from it the Node adapter's table, code
+ * unions and error classes, and the error tables of README.md and
+ * docs/contract/README.md (test/scripts/vocabulary.sh fails when one of them
+ * is not what the script makes).
  */
 #define SP_ERROR_TABLE(X) \
 	X(SP_SNAPSHOT_STALE_HEAD, "SP001", "SANDBOX_SNAPSHOT_STALE_HEAD", "Reload the thread's head checkpoint and append after it.") \
-	X(SP_SNAPSHOT_PARENT_MISMATCH, "SP002", "SANDBOX_SNAPSHOT_PARENT_MISMATCH", "Set the checkpoint's parentId to the head the append expects (expectedHeadId).") \
-	X(SP_SNAPSHOT_DUPLICATE_ID, "SP003", "SANDBOX_SNAPSHOT_DUPLICATE_ID", "Give the checkpoint a new id; checkpoint ids are never reused.") \
+	X(SP_SNAPSHOT_PARENT_MISMATCH, "SP002", "SANDBOX_SNAPSHOT_PARENT_MISMATCH", "Set the checkpoint's parentCheckpointId to the head the append expects (expectedHeadId).") \
+	X(SP_SNAPSHOT_DUPLICATE_ID, "SP003", "SANDBOX_SNAPSHOT_DUPLICATE_ID", "Give the checkpoint an id that no existing checkpoint of any thread has; the id of a deleted head may be used again.") \
 	X(SP_SNAPSHOT_NOT_HEAD, "SP004", "SANDBOX_SNAPSHOT_NOT_HEAD", "Reload the thread's head: only the current head can be deleted.") \
 	X(SP_SNAPSHOT_WRITER_CONFLICT, "SP005", "SANDBOX_SNAPSHOT_WRITER_CONFLICT", "Wait until the other writer releases its lease or the lease expires, then acquire the writer again.") \
 	X(SP_SNAPSHOT_WRITER_LOST, "SP006", "SANDBOX_SNAPSHOT_WRITER_LOST", "Acquire the writer lease again and reload the thread's head before writing.") \
@@ -45,10 +46,10 @@
 	X(SP_BLOB_UPLOAD_NOT_FOUND, "SP302", "BLOB_UPLOAD_NOT_FOUND", "Begin a new upload: this one was committed, aborted or expired.") \
 	X(SP_BLOB_UPLOAD_OFFSET_MISMATCH, "SP303", "BLOB_UPLOAD_OFFSET_MISMATCH", "Resume the upload at the offset it has received so far.") \
 	X(SP_EVENT_LOG_NOT_FOUND, "SP401", "EVENT_LOG_NOT_FOUND", NULL) \
-	X(SP_EVENT_LOG_OFFSET_OUT_OF_RANGE, "SP402", "EVENT_LOG_OFFSET_OUT_OF_RANGE", "Resume from an offset this log handed out, or from the start (-1).") \
+	X(SP_EVENT_LOG_OFFSET_OUT_OF_RANGE, "SP402", "EVENT_LOG_OFFSET_OUT_OF_RANGE", "Resume from an offset this log handed out, or from the start (after_seq 0 in SQL, offset -1 in the adapter).") \
 	X(SP_EVENT_LOG_PRODUCER_SEQ_CONFLICT, "SP403", "EVENT_LOG_PRODUCER_SEQ_CONFLICT", "Send a new producerSeq for new chunks; a repeated producerSeq must repeat its chunks.") \
 	X(SP_EVENT_LOG_FENCE_STALE, "SP404", "EVENT_LOG_FENCE_STALE", "A newer producer fenced this log: stop producing to it.") \
-	X(SP_EVENT_LOG_OFFSET_DIVERGED, "SP405", "EVENT_LOG_OFFSET_DIVERGED", "Replay the stream from the start (-1), or report it as broken.") /* ours: a resume token the log cannot vouch for */ \
+	X(SP_EVENT_LOG_OFFSET_DIVERGED, "SP405", "EVENT_LOG_OFFSET_DIVERGED", "Replay the stream from the start (after_seq 0 in SQL, offset -1 in the adapter), or report it as broken.") /* ours: a resume token the log cannot vouch for */ \
 	X(SP_LEASE_ROW_BUSY, "SP501", "LEASE_ROW_BUSY", "Retry the call later; end the transaction that was left open holding the row.") /* ours: a lease row stayed locked past lease_row_wait; retry */ \
 	X(SP_STREAM_NOT_FOUND, "SP701", "STREAM_NOT_FOUND", "Create the stream first (stream_create), or check its path.") /* ours: durable streams (docs/contract/streams.md §5) */ \
 	X(SP_STREAM_GONE, "SP702", "STREAM_GONE", "Stop using this stream: it was deleted; its path stays taken while forks read through it.") \

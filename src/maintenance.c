@@ -45,7 +45,6 @@
 
 PG_FUNCTION_INFO_V1(maintain);
 PG_FUNCTION_INFO_V1(attention_list);
-PG_FUNCTION_INFO_V1(attention_list_v4);
 PG_FUNCTION_INFO_V1(reaper_heartbeat);
 PG_FUNCTION_INFO_V1(_reaper_ttl_ms);
 PG_FUNCTION_INFO_V1(_maintenance_backlog);
@@ -811,24 +810,17 @@ MaintAppendAttention(StringInfo buf, int row)
 	SpAppendRecord(buf, row, &attention_record);
 }
 
-/* attention_list() -> json: the watchdog's open items, oldest first. */
-Datum
-attention_list(PG_FUNCTION_ARGS)
-{
-	SpArgs		args;
-
-	SpArgsInit(&args);
-	return SpReadJson(fcinfo, &maint_attention, &args, MaintAppendAttention, false);
-}
-
 /*
- * attention_list() -> json, since 0.4.0: the recorded items, then the
- * maintenance health findings (maintenance_failing, maintenance_overdue),
- * which are judged at each call because a maintenance that never runs
- * cannot record them (maintenance_health.c).
+ * attention_list() -> json: the watchdog's open items, oldest first: the
+ * recorded items, then the maintenance health findings (maintenance_failing,
+ * maintenance_overdue, since 0.4.0), which are judged at each call because a
+ * maintenance that never runs cannot record them (maintenance_health.c). On a
+ * schema before 0.4.0 there is nothing to judge, so the answer is the
+ * recorded items alone, as that release's library gave. The 0.3.0--0.4.0
+ * script names this entry point attention_list_v4 (released_symbols.c).
  */
 Datum
-attention_list_v4(PG_FUNCTION_ARGS)
+attention_list(PG_FUNCTION_ARGS)
 {
 	MemoryContext outer = CurrentMemoryContext;
 	MemoryContext spi;

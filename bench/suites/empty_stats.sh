@@ -26,7 +26,7 @@
 # against the never-vacuumed one; and the whole load.
 #
 # QUICK=1: R = 2000 (~30 s); EMPTY_STATS_EXTRA_SQL: a statement run in both
-# databases after CREATE EXTENSION (bench/planner_alternatives.sh); BENCH_SYNC=on|off sets synchronous_commit
+# databases after CREATE EXTENSION (bench/experiments/planner_alternatives.sh); BENCH_SYNC=on|off sets synchronous_commit
 # (default off). Works in its own databases (sp_bench_suite_empty_vac,
 # sp_bench_suite_empty_new), dropped at the end. Needs a superuser.
 set -euo pipefail
@@ -94,7 +94,7 @@ BEGIN
 END
 $$;
 SQL
-    # bench/planner_alternatives.sh: the same load with other planning set-ups.
+    # bench/experiments/planner_alternatives.sh: the same load with other planning set-ups.
     if [ -n "${EMPTY_STATS_EXTRA_SQL:-}" ]; then
         psql -X -q -v ON_ERROR_STOP=1 -d "$1" -c "$EMPTY_STATS_EXTRA_SQL" >/dev/null
     fi

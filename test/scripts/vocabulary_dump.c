@@ -2,8 +2,10 @@
  * vocabulary_dump.c
  *
  * Prints the C vocabulary of sandbox_persist (src/contract.h, the error
- * table and the HTTP status table of src/errors.h) as tab-separated lines, for test/scripts/vocabulary.sh.
- * The compiler expands the macros, so the test sees exactly the strings the
+ * table and the HTTP status table of src/errors.h) as tab-separated lines,
+ * for test/scripts/vocabulary.sh, which checks what names them, and
+ * scripts/gen_error_codes.sh, which writes what restates the error table.
+ * The compiler expands the macros, so both see exactly the strings the
  * extension is built with, however the headers compose them. A plain C
  * program: no PostgreSQL headers, no locking.
  */

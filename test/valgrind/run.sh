@@ -248,7 +248,7 @@ CONF
 }
 
 # regress_suite KIND: pg_regress ("regress") or pg_isolation_regress
-# ("isolation") on a copy of test/ and expected/ in $WORK/regress, so the
+# ("isolation") on a copy of test/ (test/expected/ included) in $WORK/regress, so the
 # checkout's results/ and output_iso/ stay untouched. Prints the diffs when
 # a test fails.
 # shellcheck disable=SC2317  # invoked through run_suites' command array
@@ -257,7 +257,7 @@ regress_suite() {
     local pgxs_dir
     pgxs_dir=$(dirname "$("$PG_CONFIG" --pgxs)")/../..
     mkdir -p "$WORK/regress"
-    [ -d "$WORK/regress/test" ] || cp -r test expected "$WORK/regress/"
+    [ -d "$WORK/regress/test" ] || cp -r test "$WORK/regress/"
     if [ "$kind" = regress ]; then
         tool="$pgxs_dir/src/test/regress/pg_regress"
         out="$WORK/regress"

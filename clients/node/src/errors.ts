@@ -4,27 +4,9 @@
  * (docs/contract/README.md §4; the class-SP table is error_codes.ts,
  * generated from the extension's src/errors.h).
  */
-import { SP_ERRORS, type SpSqlState } from './error_codes.js'
+import { SP_ERRORS, type SandboxCheckpointErrorCode, type SandboxPersistServerErrorCode, type SpSqlState } from './error_codes.js'
 
-/** Contract codes of the checkpoint store (`@tanstack/ai-sandbox`). */
-export type SandboxCheckpointErrorCode =
-  | 'SANDBOX_SNAPSHOT_STALE_HEAD'
-  | 'SANDBOX_SNAPSHOT_PARENT_MISMATCH'
-  | 'SANDBOX_SNAPSHOT_DUPLICATE_ID'
-  | 'SANDBOX_SNAPSHOT_NOT_HEAD'
-  | 'SANDBOX_SNAPSHOT_WRITER_CONFLICT'
-  | 'SANDBOX_SNAPSHOT_WRITER_LOST'
-  | 'SANDBOX_SNAPSHOT_INVALID_ID'
-  | 'SANDBOX_SNAPSHOT_INVALID_ENTRY'
-  | 'SANDBOX_SNAPSHOT_CHECKPOINT_NOT_FOUND'
-  | 'SANDBOX_SNAPSHOT_ATOMIC_FORK_REQUIRED'
-  | 'SANDBOX_SNAPSHOT_FORK_SOURCE_NOT_FOUND'
-  | 'SANDBOX_SNAPSHOT_FORK_SOURCE_THREAD_MISMATCH'
-  | 'SANDBOX_SNAPSHOT_FORK_DESTINATION_NOT_EMPTY'
-  /** SP015 (ours): a cross-shard import names a blob the destination shard does not hold. */
-  | 'SANDBOX_SNAPSHOT_FORK_BLOB_MISSING'
-  /** SP016 (ours): a delta append's claim about the parent's conversation is false; the adapter resends the whole conversation. */
-  | 'SANDBOX_SNAPSHOT_PREFIX_MISMATCH'
+export type { SandboxCheckpointErrorCode } from './error_codes.js'
 
 /** Codes of the set-up errors (`SandboxPersistSetupError`). */
 export type SandboxPersistSetupErrorCode =
@@ -43,46 +25,14 @@ export type SandboxPersistSetupErrorCode =
   /** No SQLSTATE: the installed optional peer lacks the export a function builds on (`SandboxPersistPeerError`). */
   | 'PEER_EXPORT_MISSING'
 
-/** Every code a `SandboxPersistError` can carry. */
+/**
+ * Every code a `SandboxPersistError` can carry: the server's class-SP codes
+ * (generated from src/errors.h), the adapter's own below, and the set-up codes.
+ */
 export type SandboxPersistErrorCode =
-  | 'INTERRUPT_BATCH_DUPLICATE_ID'
-  | 'INTERRUPT_BATCH_MISSING_ID'
-  | 'INTERRUPT_BATCH_NON_PENDING_ID'
-  | 'RUN_EPOCH_NOT_INCREASING'
-  | 'BLOB_CONTENT_HASH_MISMATCH'
-  | 'BLOB_UPLOAD_NOT_FOUND'
-  | 'BLOB_UPLOAD_OFFSET_MISMATCH'
-  | 'EVENT_LOG_NOT_FOUND'
-  | 'EVENT_LOG_OFFSET_OUT_OF_RANGE'
-  | 'EVENT_LOG_PRODUCER_SEQ_CONFLICT'
-  | 'EVENT_LOG_FENCE_STALE'
-  /** SP405 (ours): a resume token the server cannot vouch for (entries lost or rewritten in a failover). */
-  | 'EVENT_LOG_OFFSET_DIVERGED'
+  | SandboxPersistServerErrorCode
+  /** A resume offset that is malformed or another run's (the adapter checks it before any call): a route answers 400. */
   | 'EVENT_LOG_INVALID_OFFSET'
-  | 'CLIENT_CLOCK_NOT_ALLOWED'
-  | 'TEST_RESET_NOT_ALLOWED'
-  /** SP014: the thread is moving to another shard behind a router; retry after the move. */
-  | 'SANDBOX_THREAD_MOVING'
-  /**
-   * SP501: an acquire or renew waited `sandbox_persist.lease_row_wait` for its
-   * lease row, held by a transaction left open; nothing changed, retry
-   * (`LeaseRowBusyError`).
-   */
-  | 'LEASE_ROW_BUSY'
-  /** SP701-SP708 (ours): the durable stream codes; the stream server maps them to HTTP statuses (docs/contract/streams.md §5). */
-  | 'STREAM_NOT_FOUND'
-  | 'STREAM_GONE'
-  | 'STREAM_CONFLICT'
-  | 'STREAM_CLOSED'
-  | 'STREAM_SEQ_CONFLICT'
-  | 'STREAM_PRODUCER_EPOCH_STALE'
-  | 'STREAM_PRODUCER_SEQ_GAP'
-  | 'STREAM_OFFSET_GONE'
-  /** SP709-SP712 (ours): stream subscriptions (docs/contract/streams.md §7). */
-  | 'SUBSCRIPTION_NOT_FOUND'
-  | 'SUBSCRIPTION_ALREADY_EXISTS'
-  | 'WEBHOOK_URL_REJECTED'
-  | 'TOKEN_INVALID'
   /** A class-SP error this package does not know yet (a newer extension): `sqlstate` tells which. */
   | 'UNKNOWN_SP_ERROR'
   /** The store was closed with `close()` (or is draining for a shutdown): a route answers 503. */
@@ -248,7 +198,7 @@ function alsoUpstream(error: SandboxCheckpointError, Own: Function): void {
  * text (its in-memory store throws a plain `Error` with it).
  */
 export class InterruptBatchError extends SandboxPersistError {
-  declare readonly code: 'INTERRUPT_BATCH_DUPLICATE_ID' | 'INTERRUPT_BATCH_MISSING_ID' | 'INTERRUPT_BATCH_NON_PENDING_ID'
+  declare readonly code: Extract<SandboxPersistServerErrorCode, `INTERRUPT_BATCH_${string}`>
   constructor(code: InterruptBatchError['code'], message: string, fields?: SandboxPersistErrorFields) {
     super(code, message, fields)
     this.name = 'InterruptBatchError'
@@ -299,69 +249,57 @@ export class SandboxCheckpointError extends SandboxPersistError {
   }
 }
 
-export class SandboxCheckpointConflictError extends SandboxCheckpointError {
-  declare readonly code: 'SANDBOX_SNAPSHOT_STALE_HEAD'
-  constructor(message: string, options?: SandboxPersistErrorFields) {
-    super('SANDBOX_SNAPSHOT_STALE_HEAD', message, options)
-    this.name = 'SandboxCheckpointConflictError'
+/** The constructor of a checkpoint error class of one code (declared so the classes' types name their base). */
+type CheckpointErrorClass<C extends SandboxCheckpointErrorCode> = new (
+  message: string,
+  options?: SandboxPersistErrorFields,
+) => SandboxCheckpointError & { readonly code: C }
+
+/**
+ * A `SandboxCheckpointError` of one fixed code and class name: the base of the
+ * upstream-named classes below, which are generated from the error table and
+ * the names upstream gave them, so each is one line.
+ */
+function checkpointErrorClass<C extends SandboxCheckpointErrorCode>(code: C, name: string): CheckpointErrorClass<C> {
+  return class extends SandboxCheckpointError {
+    declare readonly code: C
+    constructor(message: string, options?: SandboxPersistErrorFields) {
+      super(code, message, options)
+      this.name = name
+    }
   }
 }
 
-export class SandboxCheckpointParentMismatchError extends SandboxCheckpointError {
-  declare readonly code: 'SANDBOX_SNAPSHOT_PARENT_MISMATCH'
-  constructor(message: string, options?: SandboxPersistErrorFields) {
-    super('SANDBOX_SNAPSHOT_PARENT_MISMATCH', message, options)
-    this.name = 'SandboxCheckpointParentMismatchError'
-  }
-}
+// generated by scripts/gen_error_codes.sh from src/errors.h: begin
+/** SP001 `SANDBOX_SNAPSHOT_STALE_HEAD`: Reload the thread's head checkpoint and append after it. */
+export class SandboxCheckpointConflictError extends checkpointErrorClass('SANDBOX_SNAPSHOT_STALE_HEAD', 'SandboxCheckpointConflictError') {}
+/** SP002 `SANDBOX_SNAPSHOT_PARENT_MISMATCH`: Set the checkpoint's parentCheckpointId to the head the append expects (expectedHeadId). */
+export class SandboxCheckpointParentMismatchError extends checkpointErrorClass('SANDBOX_SNAPSHOT_PARENT_MISMATCH', 'SandboxCheckpointParentMismatchError') {}
+/** SP003 `SANDBOX_SNAPSHOT_DUPLICATE_ID`: Give the checkpoint an id that no existing checkpoint of any thread has; the id of a deleted head may be used again. */
+export class SandboxCheckpointDuplicateIdError extends checkpointErrorClass('SANDBOX_SNAPSHOT_DUPLICATE_ID', 'SandboxCheckpointDuplicateIdError') {}
+/** SP004 `SANDBOX_SNAPSHOT_NOT_HEAD`: Reload the thread's head: only the current head can be deleted. */
+export class SandboxCheckpointNotHeadError extends checkpointErrorClass('SANDBOX_SNAPSHOT_NOT_HEAD', 'SandboxCheckpointNotHeadError') {}
+/** SP005 `SANDBOX_SNAPSHOT_WRITER_CONFLICT`: Wait until the other writer releases its lease or the lease expires, then acquire the writer again. */
+export class SandboxCheckpointWriterConflictError extends checkpointErrorClass('SANDBOX_SNAPSHOT_WRITER_CONFLICT', 'SandboxCheckpointWriterConflictError') {}
+/** SP006 `SANDBOX_SNAPSHOT_WRITER_LOST`: Acquire the writer lease again and reload the thread's head before writing. */
+export class SandboxCheckpointWriterLostError extends checkpointErrorClass('SANDBOX_SNAPSHOT_WRITER_LOST', 'SandboxCheckpointWriterLostError') {}
+/** SP007 `SANDBOX_SNAPSHOT_INVALID_ID` */
+export class SandboxCheckpointInvalidIdError extends checkpointErrorClass('SANDBOX_SNAPSHOT_INVALID_ID', 'SandboxCheckpointInvalidIdError') {}
+/** SP008 `SANDBOX_SNAPSHOT_INVALID_ENTRY` */
+export class SandboxCheckpointInvalidEntryError extends checkpointErrorClass('SANDBOX_SNAPSHOT_INVALID_ENTRY', 'SandboxCheckpointInvalidEntryError') {}
 
-export class SandboxCheckpointDuplicateIdError extends SandboxCheckpointError {
-  declare readonly code: 'SANDBOX_SNAPSHOT_DUPLICATE_ID'
-  constructor(message: string, options?: SandboxPersistErrorFields) {
-    super('SANDBOX_SNAPSHOT_DUPLICATE_ID', message, options)
-    this.name = 'SandboxCheckpointDuplicateIdError'
-  }
+/** The upstream-named class of each checkpoint code that has one. */
+const CHECKPOINT_CLASSES: Partial<Record<SandboxCheckpointErrorCode, new (message: string, options?: SandboxPersistErrorFields) => SandboxCheckpointError>> = {
+  SANDBOX_SNAPSHOT_STALE_HEAD: SandboxCheckpointConflictError,
+  SANDBOX_SNAPSHOT_PARENT_MISMATCH: SandboxCheckpointParentMismatchError,
+  SANDBOX_SNAPSHOT_DUPLICATE_ID: SandboxCheckpointDuplicateIdError,
+  SANDBOX_SNAPSHOT_NOT_HEAD: SandboxCheckpointNotHeadError,
+  SANDBOX_SNAPSHOT_WRITER_CONFLICT: SandboxCheckpointWriterConflictError,
+  SANDBOX_SNAPSHOT_WRITER_LOST: SandboxCheckpointWriterLostError,
+  SANDBOX_SNAPSHOT_INVALID_ID: SandboxCheckpointInvalidIdError,
+  SANDBOX_SNAPSHOT_INVALID_ENTRY: SandboxCheckpointInvalidEntryError,
 }
-
-export class SandboxCheckpointNotHeadError extends SandboxCheckpointError {
-  declare readonly code: 'SANDBOX_SNAPSHOT_NOT_HEAD'
-  constructor(message: string, options?: SandboxPersistErrorFields) {
-    super('SANDBOX_SNAPSHOT_NOT_HEAD', message, options)
-    this.name = 'SandboxCheckpointNotHeadError'
-  }
-}
-
-export class SandboxCheckpointWriterConflictError extends SandboxCheckpointError {
-  declare readonly code: 'SANDBOX_SNAPSHOT_WRITER_CONFLICT'
-  constructor(message: string, options?: SandboxPersistErrorFields) {
-    super('SANDBOX_SNAPSHOT_WRITER_CONFLICT', message, options)
-    this.name = 'SandboxCheckpointWriterConflictError'
-  }
-}
-
-export class SandboxCheckpointWriterLostError extends SandboxCheckpointError {
-  declare readonly code: 'SANDBOX_SNAPSHOT_WRITER_LOST'
-  constructor(message: string, options?: SandboxPersistErrorFields) {
-    super('SANDBOX_SNAPSHOT_WRITER_LOST', message, options)
-    this.name = 'SandboxCheckpointWriterLostError'
-  }
-}
-
-export class SandboxCheckpointInvalidIdError extends SandboxCheckpointError {
-  declare readonly code: 'SANDBOX_SNAPSHOT_INVALID_ID'
-  constructor(message: string, options?: SandboxPersistErrorFields) {
-    super('SANDBOX_SNAPSHOT_INVALID_ID', message, options)
-    this.name = 'SandboxCheckpointInvalidIdError'
-  }
-}
-
-export class SandboxCheckpointInvalidEntryError extends SandboxCheckpointError {
-  declare readonly code: 'SANDBOX_SNAPSHOT_INVALID_ENTRY'
-  constructor(message: string, options?: SandboxPersistErrorFields) {
-    super('SANDBOX_SNAPSHOT_INVALID_ENTRY', message, options)
-    this.name = 'SandboxCheckpointInvalidEntryError'
-  }
-}
+// generated by scripts/gen_error_codes.sh: end
 
 /**
  * SP405: the event log cannot vouch for a resume offset: the server holds no
@@ -442,18 +380,6 @@ export class LockLostError extends SandboxPersistError {
     this.key = key
     this.why = why
   }
-}
-
-/** The upstream-named class of each checkpoint code that has one. */
-const CHECKPOINT_CLASSES: Partial<Record<SandboxCheckpointErrorCode, new (message: string, options?: SandboxPersistErrorFields) => SandboxCheckpointError>> = {
-  SANDBOX_SNAPSHOT_STALE_HEAD: SandboxCheckpointConflictError,
-  SANDBOX_SNAPSHOT_PARENT_MISMATCH: SandboxCheckpointParentMismatchError,
-  SANDBOX_SNAPSHOT_DUPLICATE_ID: SandboxCheckpointDuplicateIdError,
-  SANDBOX_SNAPSHOT_NOT_HEAD: SandboxCheckpointNotHeadError,
-  SANDBOX_SNAPSHOT_WRITER_CONFLICT: SandboxCheckpointWriterConflictError,
-  SANDBOX_SNAPSHOT_WRITER_LOST: SandboxCheckpointWriterLostError,
-  SANDBOX_SNAPSHOT_INVALID_ID: SandboxCheckpointInvalidIdError,
-  SANDBOX_SNAPSHOT_INVALID_ENTRY: SandboxCheckpointInvalidEntryError,
 }
 
 /** The code name and hint of a class-SP SQLSTATE, or undefined for one this package does not know (a newer extension). */

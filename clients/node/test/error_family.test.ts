@@ -21,8 +21,12 @@ import {
   LockLostError,
   postgresCheckpoints,
   SandboxCheckpointConflictError,
+  SandboxCheckpointDuplicateIdError,
   SandboxCheckpointError,
+  SandboxCheckpointInvalidEntryError,
   SandboxCheckpointInvalidIdError,
+  SandboxCheckpointNotHeadError,
+  SandboxCheckpointParentMismatchError,
   SandboxCheckpointWriterConflictError,
   SandboxCheckpointWriterLostError,
   SandboxPersistConnectionError,
@@ -56,6 +60,36 @@ afterAll(async () => {
 })
 
 describe('one error family', () => {
+  it('every row of the generated table translates to its code, its hint and the class of its family', () => {
+    // error_codes.ts and the upstream-named classes are generated from src/errors.h
+    // (scripts/gen_error_codes.sh); this is what translateError makes of them.
+    const upstreamNamed: Record<string, Function> = {
+      SANDBOX_SNAPSHOT_STALE_HEAD: SandboxCheckpointConflictError,
+      SANDBOX_SNAPSHOT_PARENT_MISMATCH: SandboxCheckpointParentMismatchError,
+      SANDBOX_SNAPSHOT_DUPLICATE_ID: SandboxCheckpointDuplicateIdError,
+      SANDBOX_SNAPSHOT_NOT_HEAD: SandboxCheckpointNotHeadError,
+      SANDBOX_SNAPSHOT_WRITER_CONFLICT: SandboxCheckpointWriterConflictError,
+      SANDBOX_SNAPSHOT_WRITER_LOST: SandboxCheckpointWriterLostError,
+      SANDBOX_SNAPSHOT_INVALID_ID: SandboxCheckpointInvalidIdError,
+      SANDBOX_SNAPSHOT_INVALID_ENTRY: SandboxCheckpointInvalidEntryError,
+    }
+    for (const [sqlstate, { code, hint }] of Object.entries(SP_ERRORS)) {
+      const error = translateError(pgError(sqlstate, 'x', 'A sentence.')) as SandboxPersistError
+      expect(error, sqlstate).toBeInstanceOf(SandboxPersistError)
+      expect(error, sqlstate).toMatchObject({ code, sqlstate, hint })
+      const Named = upstreamNamed[code]
+      if (Named !== undefined) {
+        expect(error, sqlstate).toBeInstanceOf(Named)
+        expect(error.name, sqlstate).toBe(Named.name)
+        expect(new (Named as new (m: string) => SandboxPersistError)('m').code, sqlstate).toBe(code)
+      }
+      expect(error instanceof SandboxCheckpointError, sqlstate).toBe(code.startsWith('SANDBOX_SNAPSHOT_'))
+      expect(error instanceof InterruptBatchError, sqlstate).toBe(code.startsWith('INTERRUPT_BATCH_'))
+      expect(error instanceof EventLogOffsetDivergedError, sqlstate).toBe(code === 'EVENT_LOG_OFFSET_DIVERGED')
+      expect(error instanceof LeaseRowBusyError, sqlstate).toBe(code === 'LEASE_ROW_BUSY')
+    }
+  })
+
   it('ER1 every error class derives from SandboxPersistError, with the five fields enumerable', () => {
     const samples: Error[] = [
       translateError(pgError('SP001', 'stale', 'Expected head "1".')) as Error,

@@ -1,4 +1,4 @@
--- bench/entry_scaling.sql: benchmark (b), entry scaling.
+-- bench/experiments/entry_scaling.sql: benchmark (b), entry scaling.
 --
 -- Appends one checkpoint with 100, 1000 or 10000 file entries on a fresh
 -- thread each time (15, 15 and 9 measured repetitions, after one unmeasured

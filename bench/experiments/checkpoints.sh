@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/checkpoints.sh: benchmarks of the checkpoint store (see bench/README.md).
+# bench/experiments/checkpoints.sh: benchmarks of the checkpoint store (see bench/README.md).
 #
 #   (a) conversation storage: bytes stored for 200 automatic checkpoints of a
 #       growing transcript, against the naive transcript-per-checkpoint design.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# bench/blobs_memwatch.sh PIDFILE GOFILE ACKFILE OUTFILE [INTERVAL_S]
+# bench/experiments/blobs_memwatch.sh PIDFILE GOFILE ACKFILE OUTFILE [INTERVAL_S]
 #
-# Helper of bench/blobs.sh: measures one backend's memory during one phase of
+# Helper of bench/experiments/blobs.sh: measures one backend's memory during one phase of
 # its session.
 #   1. waits for a backend pid to appear in PIDFILE;
 #   2. waits for GOFILE (the session creates it with psql's \! when the phase

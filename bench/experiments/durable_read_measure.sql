@@ -1,4 +1,4 @@
--- bench/durable_read_measure.sql (run by durable.sh with -v samples=N -v warmup=W):
+-- bench/experiments/durable_read_measure.sql (run by durable.sh with -v samples=N -v warmup=W):
 -- time reads of 100 entries after an offset, server-side, with
 -- clock_timestamp() around each call, on the 10^3- and the 10^6-chunk log:
 --   sp:    sandbox_persist.event_log_read(run, after_seq, 100)

@@ -1,6 +1,6 @@
-// bench/node_blobs.mjs: the Node adapter's blob store with a large object
+// bench/experiments/node_blobs.mjs: the Node adapter's blob store with a large object
 // (default 200 MiB), against a plain SELECT of a bytea column through `pg`,
-// in the same run. Run through bench/node_blobs.sh (builds the adapter,
+// in the same run. Run through bench/experiments/node_blobs.sh (builds the adapter,
 // makes the scratch database).
 //
 // Every case runs in its own child process (`node node_blobs.mjs case <name>`)
@@ -22,14 +22,14 @@ import { fileURLToPath } from 'node:url'
 import path from 'node:path'
 
 const HERE = path.dirname(fileURLToPath(import.meta.url))
-const ADAPTER = path.join(HERE, '..', 'clients', 'node', 'dist', 'index.js')
+const ADAPTER = path.join(HERE, '..', '..', 'clients', 'node', 'dist', 'index.js')
 const MiB = 1024 * 1024
 const SIZE = Number(process.env.SP_BENCH_NODE_BLOBS_MB ?? 200) * MiB
 const REPS = Number(process.env.SP_BENCH_NODE_BLOBS_REPS ?? 3)
 const KEY = 'bench/node-blob'
 
 async function runCase(name) {
-  const { default: pg } = await import(path.join(HERE, '..', 'clients', 'node', 'node_modules', 'pg', 'lib', 'index.js'))
+  const { default: pg } = await import(path.join(HERE, '..', '..', 'clients', 'node', 'node_modules', 'pg', 'lib', 'index.js'))
   const { postgresBlobStore } = await import(ADAPTER)
   const pool = new pg.Pool({ max: 4 })
   const piece = process.env.SP_BENCH_NODE_BLOBS_PIECE_KB
@@ -88,7 +88,7 @@ function child(name) {
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 
 async function main() {
-  const { default: pg } = await import(path.join(HERE, '..', 'clients', 'node', 'node_modules', 'pg', 'lib', 'index.js'))
+  const { default: pg } = await import(path.join(HERE, '..', '..', 'clients', 'node', 'node_modules', 'pg', 'lib', 'index.js'))
   const admin = new pg.Client()
   await admin.connect()
   const results = { idle: [child('idle')], put: [], get: [], plain: [] }

@@ -1,4 +1,4 @@
--- bench/durable_read_build.sql (run by durable.sh): build the two logs of
+-- bench/experiments/durable_read_build.sql (run by durable.sh): build the two logs of
 -- benchmark (2) through the public API, in the one shared entries table.
 --   bench-read-small: 1 000 chunks, one append of 1000
 --   bench-read-big:   1 000 000 chunks, 1000 appends of the same kind of

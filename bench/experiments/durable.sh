@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/durable.sh: benchmarks of the durable-runs stores (event log, locks);
+# bench/experiments/durable.sh: benchmarks of the durable-runs stores (event log, locks);
 # see bench/README.md, section "Durable runs".
 #
 #   (1) event-log append throughput, chunks/s, for batches of 1 and 32

@@ -1,5 +1,5 @@
--- bench/durable_setup.sql: run once in the scratch database (sp_bench_durable)
--- by bench/durable.sh. Creates the extension, the deterministic chunk
+-- bench/experiments/durable_setup.sql: run once in the scratch database (sp_bench_durable)
+-- by bench/experiments/durable.sh. Creates the extension, the deterministic chunk
 -- generator and the baseline objects. Everything outside the extension's own
 -- tables lives in schema bench_durable and disappears with the database.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/node_blobs.sh: the Node adapter's blob put and streamed get of a large
+# bench/experiments/node_blobs.sh: the Node adapter's blob put and streamed get of a large
 # object (SP_BENCH_NODE_BLOBS_MB, default 200) against a plain SELECT of a
 # bytea column through pg, in the same run: median MB/s and peak RSS of each
 # (every case in its own child process; see node_blobs.mjs). Thresholds: get
@@ -16,7 +16,7 @@ DB=${SP_BENCH_NODE_BLOBS_DB:-sp_bench_node_blobs}
 ADMIN_DB=${PGDATABASE:-postgres}
 [ "$ADMIN_DB" = "$DB" ] && ADMIN_DB=postgres
 
-(cd "$HERE/../clients/node" && { [ -d node_modules ] || npm ci --no-audit --no-fund --prefer-offline --loglevel=error; } \
+(cd "$HERE/../../clients/node" && { [ -d node_modules ] || npm ci --no-audit --no-fund --prefer-offline --loglevel=error; } \
   && npm run --silent build) || exit 2
 psql -X -q -d "$ADMIN_DB" -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" || exit 2
 cleanup() {

@@ -1,4 +1,4 @@
--- bench/durable_read_explain.sql (run by durable.sh after the timed reads):
+-- bench/experiments/durable_read_explain.sql (run by durable.sh after the timed reads):
 -- where does a read's time go? EXPLAIN (ANALYZE, BUFFERS) of the entries
 -- query event_log_read runs (src/event_log.c, log_entries), at 50 fresh
 -- offsets per case, with track_io_timing: shared buffers hit and read (a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/schema_check.sh: the per-call cost of SpRequireSchema
+# bench/experiments/schema_check.sh: the per-call cost of SpRequireSchema
 # (src/schema_version.c; docs/architecture.md, "Stable C symbols"), in one
 # run, with three builds of the same sources:
 #   cached   the library as built: the answer is remembered per backend and
@@ -18,7 +18,7 @@
 # release_lib_private_start), whose library it swaps. Needs the tree built
 # and installed (make && make install).
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 REPS=${REPS:-5}
 SECS=${SECS:-5}
 # shellcheck disable=SC1091

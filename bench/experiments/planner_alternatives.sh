@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/planner_alternatives.sh: how the kept statements avoid plans made
+# bench/experiments/planner_alternatives.sh: how the kept statements avoid plans made
 # against "empty" statistics (docs/architecture.md, "Kept plans"), compared
 # with the plain alternatives, in one run:
 #   hook      the library as built: a planner hook plans our kept statements
@@ -21,7 +21,7 @@
 # release_lib_private_start), whose library it swaps. QUICK=1 (default):
 # empty_stats at R = 2000. Needs the tree built (make) and installed.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 REPS=${REPS:-5}
 export QUICK=${QUICK:-1}
 # shellcheck disable=SC1091

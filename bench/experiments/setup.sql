@@ -1,4 +1,4 @@
--- bench/setup.sql: run once in the scratch database (sp_bench) by checkpoints.sh.
+-- bench/experiments/setup.sql: run once in the scratch database (sp_bench) by checkpoints.sh.
 -- Creates the extension and the deterministic data generators the two
 -- benchmarks use. Everything the benchmarks create outside the extension's
 -- own tables lives in schema "bench" and disappears with the database.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench/blobs.sh: benchmarks of the blob store (section text in
-# bench/blobs_README_section.md), each against PostgreSQL's own bytea column
+# bench/experiments/blobs.sh: benchmarks of the blob store (figures in
+# bench/README.md, "Blobs"), each against PostgreSQL's own bytea column
 # with default TOAST compression (pglz) as the baseline, in the same run:
 #
 #   (1) compression ratio and put / whole-get throughput on a real corpus:

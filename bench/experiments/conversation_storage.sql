@@ -1,4 +1,4 @@
--- bench/conversation_storage.sql: benchmark (a), conversation storage.
+-- bench/experiments/conversation_storage.sql: benchmark (a), conversation storage.
 --
 -- 200 automatic checkpoints on one thread over a transcript that grows by two
 -- ~1 KB messages per run: checkpoint k carries messages 1..2k, and every

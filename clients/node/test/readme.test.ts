@@ -2,22 +2,39 @@
  * Every TypeScript block of README.md compiles: extracted, written next to the
  * package (so `@sandbox-persist/tanstack-ai` resolves to the built dist/, as it
  * would for a user), and type-checked with `strict` and `skipLibCheck: false`.
+ * The same holds for the repository's user guide: the top-level README.md,
+ * CONTRIBUTING.md, docs/*.md and bench/README.md (DOCS below).
  * Blocks for middleware that is not published yet must say so (fence info
  * `ts unpublished`); they are checked against local declarations of
  * `withPersistence` / `withSandbox` shaped after the store contracts.
  */
 import { execFile } from 'node:child_process'
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
 const readme = readFileSync(`${root}README.md`, 'utf8')
+const repo = fileURLToPath(new URL('../../..', import.meta.url))
+
+/** The repository's own documents, relative to its top (present in a checkout). */
+const DOCS = [
+  'README.md',
+  'CONTRIBUTING.md',
+  'bench/README.md',
+  ...(existsSync(`${repo}docs`)
+    ? readdirSync(`${repo}docs`)
+        .filter((f) => f.endsWith('.md'))
+        .sort()
+        .map((f) => `docs/${f}`)
+    : []),
+].filter((f) => existsSync(`${repo}${f}`))
 
 interface Block {
   info: string
   code: string
   line: number
+  file?: string
 }
 
 function blocks(markdown: string): Block[] {
@@ -68,16 +85,29 @@ declare module '@tanstack/ai-sandbox' {
 `
 
 describe('README', () => {
-  const ts = blocks(readme).filter((b) => /^(ts|typescript)\b/.test(b.info))
+  const isTs = (b: Block): boolean => /^(ts|typescript)\b/.test(b.info)
+  const own = blocks(readme).filter(isTs)
+  const guide = DOCS.flatMap((file) =>
+    blocks(readFileSync(`${repo}${file}`, 'utf8'))
+      .filter(isTs)
+      .map((b) => ({ ...b, file })),
+  )
+  const ts = [...own, ...guide]
+
+  it('also reads the TypeScript blocks of the top-level README', () => {
+    expect(DOCS).toContain('README.md')
+    expect(guide.filter((b) => b.file === 'README.md').length).toBeGreaterThanOrEqual(2)
+  })
 
   it('labels every block that needs unpublished middleware, and only those', () => {
-    expect(ts.length).toBeGreaterThanOrEqual(3)
+    expect(own.length).toBeGreaterThanOrEqual(3)
     for (const block of ts) {
       const labelled = /\bunpublished\b/.test(block.info)
-      expect(UNPUBLISHED.test(block.code), `README.md:${block.line} (${block.info})`).toBe(labelled)
+      const where = block.file === undefined ? 'README.md' : `(repository) ${block.file}`
+      expect(UNPUBLISHED.test(block.code), `${where}:${block.line} (${block.info})`).toBe(labelled)
     }
     // The main example uses published packages only.
-    expect(ts.filter((b) => !/\bunpublished\b/.test(b.info)).length).toBeGreaterThanOrEqual(2)
+    expect(own.filter((b) => !/\bunpublished\b/.test(b.info)).length).toBeGreaterThanOrEqual(2)
   })
 
   it('tells users about batch and its default of 32', () => {
@@ -91,7 +121,8 @@ describe('README', () => {
     mkdirSync(dir)
     try {
       const files = ts.map((block, i) => {
-        const name = `block-${String(i + 1).padStart(2, '0')}-line-${block.line}.ts`
+        const from = block.file === undefined ? '' : `${block.file.replace(/[^A-Za-z0-9]+/g, '_')}-`
+        const name = `block-${String(i + 1).padStart(2, '0')}-${from}line-${block.line}.ts`
         writeFileSync(`${dir}/${name}`, `${block.code}\nexport {}\n`)
         return name
       })

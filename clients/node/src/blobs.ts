@@ -123,51 +123,75 @@ interface BlobRow {
   b: Buffer | null
 }
 
-export function postgresBlobStore(db: Queryable, options: PostgresBlobStoreOptions = {}): BlobStore {
-  const threshold = positiveInteger(options.singleCallThreshold, 8 * MiB, 'singleCallThreshold')
-  const pieceBytes = positiveInteger(options.uploadPieceBytes, MiB, 'uploadPieceBytes')
-  const readPieceBytes = positiveInteger(options.readPieceBytes, MiB, 'readPieceBytes')
-  let serverMaxRead: number | undefined
-  const binary = canCopyOut(db)
+type RangedRecord = BlobRecord & { range?: { offset: number; length: number } }
 
-  async function maxRead(): Promise<number> {
-    if (serverMaxRead === undefined) {
-      // current_setting also answers while the setting is only a placeholder
-      // (library not loaded yet in this session), which pg_settings does not.
-      const setting = await value<string | null>(
-        db,
-        `SELECT pg_catalog.current_setting('sandbox_persist.blob_max_read', true) AS r`,
-        [],
-      )
-      serverMaxRead = parseMemory(setting) ?? 512 * MiB
+/** One blob body of any accepted kind as bytes, or null for a stream or a large Blob. */
+function knownBytes(body: BlobBody): Uint8Array | null {
+  if (typeof body === 'string') return new TextEncoder().encode(body)
+  if (body instanceof ArrayBuffer) return new Uint8Array(body.slice(0))
+  if (ArrayBuffer.isView(body)) return copyBytes(body)
+  return null
+}
+
+/** The options JSON sent with a put: the caller's options minus the advisory ones, plus a Blob's type. */
+function putOptions(body: BlobBody, given: BlobPutOptions | undefined): string | null {
+  if (given !== undefined && !isPlainObject(given)) return json(given)
+  const out: Record<string, unknown> = {}
+  if (given !== undefined) {
+    for (const key of Object.keys(given)) {
+      // expectedLength is advisory: it only chooses the strategy; the signal is ours. Neither is sent.
+      if (key === 'expectedLength' || key === 'signal') continue
+      out[key] = (given as Record<string, unknown>)[key]
     }
-    return Math.min(serverMaxRead, readPieceBytes)
+  }
+  if (out.contentType === undefined && typeof Blob !== 'undefined' && body instanceof Blob && body.type !== '') {
+    out.contentType = body.type
+  }
+  return JSON.stringify(out)
+}
+
+/**
+ * The write side (blob_put, blob_upload_begin / _append / _commit / _abort):
+ * bodies of known length up to the threshold in one call, the rest through
+ * the streamed upload protocol.
+ */
+class BlobWriter {
+  constructor(
+    private readonly db: Queryable,
+    private readonly threshold: number,
+    private readonly pieceBytes: number,
+  ) {}
+
+  async put(key: string, body: BlobBody, options: BlobPutOptions | undefined): Promise<BlobRecord> {
+    checkTextId(key, 'key')
+    const signal = checkSignal(isPlainObject(options) ? options.signal : undefined)
+    const opts = putOptions(body, options)
+    const expectedLength =
+      isPlainObject(options) && typeof options.expectedLength === 'number' ? options.expectedLength : undefined
+    const bytes = knownBytes(body)
+    if (bytes !== null) {
+      return bytes.byteLength <= this.threshold
+        ? this.putBytes(key, bytes, opts, signal)
+        : this.upload(key, this.slices(bytes), opts, signal)
+    }
+    if (typeof Blob !== 'undefined' && body instanceof Blob) {
+      if (body.size <= this.threshold) return this.putBytes(key, new Uint8Array(await body.arrayBuffer()), opts, signal)
+      return this.putStream(key, body.stream(), opts, undefined, signal)
+    }
+    if (typeof ReadableStream !== 'undefined' && body instanceof ReadableStream) {
+      return this.putStream(key, body, opts, expectedLength, signal)
+    }
+    throw new TypeError('Unsupported blob body: expected a ReadableStream, ArrayBuffer, ArrayBufferView, string or Blob.')
   }
 
-  function putOptions(body: BlobBody, given: BlobPutOptions | undefined): string | null {
-    if (given !== undefined && !isPlainObject(given)) return json(given)
-    const out: Record<string, unknown> = {}
-    if (given !== undefined) {
-      for (const key of Object.keys(given)) {
-        // expectedLength is advisory: it only chooses the strategy; the signal is ours. Neither is sent.
-        if (key === 'expectedLength' || key === 'signal') continue
-        out[key] = (given as Record<string, unknown>)[key]
-      }
-    }
-    if (out.contentType === undefined && typeof Blob !== 'undefined' && body instanceof Blob && body.type !== '') {
-      out.contentType = body.type
-    }
-    return JSON.stringify(out)
-  }
-
-  async function putBytes(
+  private async putBytes(
     key: string,
     bytes: Uint8Array,
     opts: string | null,
     signal: AbortSignal | undefined,
   ): Promise<BlobRecord> {
     signal?.throwIfAborted()
-    return value<BlobRecord>(db, `SELECT ${SP}.blob_put($1::text, $2::bytea, $3::json) AS r`, [
+    return value<BlobRecord>(this.db, `SELECT ${SP}.blob_put($1::text, $2::bytea, $3::json) AS r`, [
       key,
       toBuffer(bytes),
       opts,
@@ -175,12 +199,13 @@ export function postgresBlobStore(db: Queryable, options: PostgresBlobStoreOptio
   }
 
   /** The streamed upload protocol: begin, append pieces at their offsets, commit; abort on any error. */
-  async function upload(
+  private async upload(
     key: string,
     pieces: AsyncGenerator<Uint8Array>,
     opts: string | null,
     signal: AbortSignal | undefined,
   ): Promise<BlobRecord> {
+    const db = this.db
     let uploadId: string
     try {
       signal?.throwIfAborted()
@@ -211,17 +236,19 @@ export function postgresBlobStore(db: Queryable, options: PostgresBlobStoreOptio
     }
   }
 
-  async function* slices(bytes: Uint8Array): AsyncGenerator<Uint8Array> {
+  private async *slices(bytes: Uint8Array): AsyncGenerator<Uint8Array> {
+    const pieceBytes = this.pieceBytes
     for (let at = 0; at < bytes.byteLength; at += pieceBytes) {
       yield bytes.subarray(at, Math.min(at + pieceBytes, bytes.byteLength))
     }
   }
 
   /** Pieces of `pieceBytes` (the last one shorter) from a stream after `prefix`; cancels it on early exit. */
-  async function* streamPieces(
+  private async *streamPieces(
     reader: ReadableStreamDefaultReader<unknown>,
     prefix: ReadonlyArray<Uint8Array>,
   ): AsyncGenerator<Uint8Array> {
+    const pieceBytes = this.pieceBytes
     let pending: Array<Uint8Array> = [...prefix]
     let size = pending.reduce((n, p) => n + p.byteLength, 0)
     let finished = false
@@ -253,7 +280,7 @@ export function postgresBlobStore(db: Queryable, options: PostgresBlobStoreOptio
     }
   }
 
-  async function putStream(
+  private async putStream(
     key: string,
     stream: ReadableStream<unknown>,
     opts: string | null,
@@ -267,20 +294,20 @@ export function postgresBlobStore(db: Queryable, options: PostgresBlobStoreOptio
     const onAbort = () => void reader.cancel(signal?.reason).catch(() => undefined)
     signal?.addEventListener('abort', onAbort, { once: true })
     try {
-      return await putStreamWith(key, reader, opts, expectedLength, signal)
+      return await this.putStreamWith(key, reader, opts, expectedLength, signal)
     } finally {
       signal?.removeEventListener('abort', onAbort)
     }
   }
 
-  async function putStreamWith(
+  private async putStreamWith(
     key: string,
     reader: ReadableStreamDefaultReader<unknown>,
     opts: string | null,
     expectedLength: number | undefined,
     signal: AbortSignal | undefined,
   ): Promise<BlobRecord> {
-    if (expectedLength !== undefined && expectedLength <= threshold) {
+    if (expectedLength !== undefined && expectedLength <= this.threshold) {
       // A declared small length: buffer and use one call, unless the stream
       // turns out larger than the threshold (then stream what we have).
       const parts: Array<Uint8Array> = []
@@ -290,24 +317,24 @@ export function postgresBlobStore(db: Queryable, options: PostgresBlobStoreOptio
           const next = await reader.read()
           if (next.done) {
             reader.releaseLock()
-            return putBytes(key, concat(parts, size), opts, signal)
+            return this.putBytes(key, concat(parts, size), opts, signal)
           }
           const bytes = chunkBytes(next.value)
           parts.push(bytes)
           size += bytes.byteLength
-          if (size > threshold) break
+          if (size > this.threshold) break
         }
       } catch (error) {
         await reader.cancel(error).catch(() => undefined)
         reader.releaseLock()
         throw error
       }
-      return uploadFromReader(key, reader, parts, opts, signal)
+      return this.uploadFromReader(key, reader, parts, opts, signal)
     }
-    return uploadFromReader(key, reader, [], opts, signal)
+    return this.uploadFromReader(key, reader, [], opts, signal)
   }
 
-  async function uploadFromReader(
+  private async uploadFromReader(
     key: string,
     reader: ReadableStreamDefaultReader<unknown>,
     prefix: ReadonlyArray<Uint8Array>,
@@ -315,7 +342,7 @@ export function postgresBlobStore(db: Queryable, options: PostgresBlobStoreOptio
     signal: AbortSignal | undefined,
   ): Promise<BlobRecord> {
     try {
-      return await upload(key, streamPieces(reader, prefix), opts, signal)
+      return await this.upload(key, this.streamPieces(reader, prefix), opts, signal)
     } catch (error) {
       // If the pieces generator never started (begin failed), the stream is still ours.
       try {
@@ -327,6 +354,81 @@ export function postgresBlobStore(db: Queryable, options: PostgresBlobStoreOptio
       throw error
     }
   }
+}
+
+/** The read side (blob_get): ranged reads sized to the server's blob_max_read. */
+class BlobReader {
+  private serverMaxRead: number | undefined
+  private readonly binary: boolean
+
+  constructor(
+    private readonly db: Queryable,
+    private readonly readPieceBytes: number,
+  ) {
+    this.binary = canCopyOut(db)
+  }
+
+  async get(key: string, options: { range?: { offset: number; length?: number }; signal?: unknown } | undefined): Promise<BlobObject | null> {
+    checkTextId(key, 'key')
+    const range = options?.range
+    const signal = checkSignal(options?.signal)
+    signal?.throwIfAborted()
+    let offset = 0
+    let length: number | undefined
+    if (range !== undefined) {
+      const o = range.offset
+      if (typeof o !== 'number' || !Number.isSafeInteger(o)) {
+        // Caught before the call [R10]; the size is unknown without one.
+        throw new RangeError(`Blob range offset ${String(o)} is outside the object (size unknown).`)
+      }
+      if (range.length !== undefined && (typeof range.length !== 'number' || !Number.isSafeInteger(range.length))) {
+        throw new RangeError(`Blob range length ${String(range.length)} is not valid.`)
+      }
+      offset = o
+      length = range.length
+    }
+    const row = await this.firstPiece(key, offset, length, range !== undefined)
+    signal?.throwIfAborted()
+    if (row === null || row.r === null) return null
+    const { range: _first, ...record } = row.r
+    const size = record.size ?? 0
+    const end = length === undefined ? size : Math.min(size, offset + Math.max(length, 0))
+    const first = ownBytes(row.b ?? Buffer.alloc(0))
+    const withRange = range === undefined ? record : { ...record, range: { offset, length: end - offset } }
+    return streamedObject(new PinnedRead(this, key, withRange, first, offset, end), signal)
+  }
+
+  /** The first piece of a get (record included); an empty object is read whole. */
+  private async firstPiece(key: string, offset: number, length: number | undefined, ranged: boolean): Promise<BlobRow | null> {
+    let row: BlobRow | null = null
+    for (let attempt = 0; ; attempt++) {
+      try {
+        row = await this.readRange(key, offset, length ?? Number.MAX_SAFE_INTEGER)
+        break
+      } catch (error) {
+        // An empty object has no offset 0: read it whole (one more call, empty objects only).
+        if (ranged || (error as { sqlstate?: string }).sqlstate !== '22003') throw error
+        row = await this.readOnce(key, null, null)
+        // Unless it was written between the two calls: then start over.
+        if (row === null || row.r === null || (row.r.size ?? 0) === 0 || attempt >= 3) break
+      }
+    }
+    return row
+  }
+
+  private async maxRead(): Promise<number> {
+    if (this.serverMaxRead === undefined) {
+      // current_setting also answers while the setting is only a placeholder
+      // (library not loaded yet in this session), which pg_settings does not.
+      const setting = await value<string | null>(
+        this.db,
+        `SELECT pg_catalog.current_setting('sandbox_persist.blob_max_read', true) AS r`,
+        [],
+      )
+      this.serverMaxRead = parseMemory(setting) ?? 512 * MiB
+    }
+    return Math.min(this.serverMaxRead, this.readPieceBytes)
+  }
 
   /**
    * One blob_get call. Over a pool or a client the bytes travel as they are,
@@ -334,11 +436,11 @@ export function postgresBlobStore(db: Queryable, options: PostgresBlobStoreOptio
    * as base64 text, which the server encodes and this process decodes. Any
    * other `Queryable` gets base64 text (4/3 of the size; bytea's hex is 2x).
    */
-  async function readOnce(key: string, offset: number | null, length: number | null): Promise<BlobRow | null> {
+  private async readOnce(key: string, offset: number | null, length: number | null): Promise<BlobRow | null> {
     const errors = { detailIsMessage: ['22003'] }
-    if (binary) {
+    if (this.binary) {
       const rows = await runCopyOut(
-        db,
+        this.db,
         'blob_get',
         (client) =>
           `COPY (SELECT record::text, body FROM ${SP}.blob_get(${client.escapeLiteral(key)}, ` +
@@ -351,7 +453,7 @@ export function postgresBlobStore(db: Queryable, options: PostgresBlobStoreOptio
       return { r: record == null ? null : (JSON.parse(record.toString('utf8')) as BlobRow['r']), b: body ?? null }
     }
     const result = await run(
-      db,
+      this.db,
       `SELECT record AS r, pg_catalog.encode(body, 'base64') AS b FROM ${SP}.blob_get($1::text, $2::bigint, $3::bigint)`,
       [key, offset, length],
       errors,
@@ -362,260 +464,220 @@ export function postgresBlobStore(db: Queryable, options: PostgresBlobStoreOptio
   }
 
   /** One ranged read of at most the piece size; a smaller server limit shrinks the piece and retries. */
-  async function readRange(key: string, at: number, want: number): Promise<BlobRow | null> {
+  async readRange(key: string, at: number, want: number): Promise<BlobRow | null> {
     for (;;) {
-      const piece = await maxRead()
+      const piece = await this.maxRead()
       try {
-        return await readOnce(key, at, want < 0 ? want : Math.min(piece, want))
+        return await this.readOnce(key, at, want < 0 ? want : Math.min(piece, want))
       } catch (error) {
         // The limit is smaller than we believed: halve and retry.
         if ((error as { sqlstate?: string }).sqlstate !== '54000' || piece <= 4096) throw error
-        serverMaxRead = Math.floor(piece / 2)
+        this.serverMaxRead = Math.floor(piece / 2)
       }
     }
+  }
+}
+
+/**
+ * The pieces of one streamed object after its first: the first piece is
+ * already read (it carries the record and pins the version); each later piece
+ * is checked against the pinned etag, so the bytes are all of one version or
+ * the read fails with BLOB_VERSION_CHANGED.
+ */
+class PinnedRead {
+  private readonly etag: unknown
+
+  constructor(
+    private readonly reader: BlobReader,
+    private readonly key: string,
+    readonly record: RangedRecord,
+    readonly first: Uint8Array,
+    readonly start: number,
+    readonly end: number,
+  ) {
+    this.etag = record.etag
+  }
+
+  private changed(why: string): SandboxPersistError {
+    return new SandboxPersistError(
+      'BLOB_VERSION_CHANGED',
+      `Blob ${JSON.stringify(this.key)} ${why} while it was read in pieces (etag ${String(this.etag)}); read it again.`,
+    )
+  }
+
+  /** The bytes [at, at + want) of the pinned version (more than one call if the server limit shrank). */
+  private async readExactly(at: number, want: number): Promise<Uint8Array> {
+    const parts: Array<Uint8Array> = []
+    let got = 0
+    while (got < want) {
+      const row = await this.reader.readRange(this.key, at + got, want - got)
+      if (row === null || row.r === null) throw this.changed('was deleted')
+      if (row.r.etag !== this.etag) throw this.changed('was overwritten')
+      const bytes = ownBytes(row.b ?? Buffer.alloc(0))
+      if (bytes.byteLength === 0) throw this.changed('was truncated')
+      parts.push(bytes)
+      got += bytes.byteLength
+    }
+    return concat(parts, got)
   }
 
   /**
-   * A streamed object: the first piece is already read (it carries the record
-   * and pins the version); the rest is read piece by piece as the consumer
-   * pulls. Each piece is checked against the pinned etag, so the bytes are
-   * all of one version or the read fails with BLOB_VERSION_CHANGED.
+   * Pieces after the first, in order, each the first piece's size. Up to
+   * READ_AHEAD ranged reads run at once (on as many pool connections), so
+   * the server prepares the next pieces while this process decodes one.
    */
-  function streamedObject(
-    key: string,
-    record: BlobRecord & { range?: { offset: number; length: number } },
-    first: Uint8Array,
-    start: number,
-    end: number,
-    signal: AbortSignal | undefined,
-  ): BlobObject {
-    const etag = record.etag
-    const changed = (why: string) =>
-      new SandboxPersistError(
-        'BLOB_VERSION_CHANGED',
-        `Blob ${JSON.stringify(key)} ${why} while it was read in pieces (etag ${String(etag)}); read it again.`,
-      )
-
-    /** The bytes [at, at + want) of the pinned version (more than one call if the server limit shrank). */
-    async function readExactly(at: number, want: number): Promise<Uint8Array> {
-      const parts: Array<Uint8Array> = []
-      let got = 0
-      while (got < want) {
-        const row = await readRange(key, at + got, want - got)
-        if (row === null || row.r === null) throw changed('was deleted')
-        if (row.r.etag !== etag) throw changed('was overwritten')
-        const bytes = ownBytes(row.b ?? Buffer.alloc(0))
-        if (bytes.byteLength === 0) throw changed('was truncated')
-        parts.push(bytes)
-        got += bytes.byteLength
-      }
-      return concat(parts, got)
-    }
-
-    /**
-     * Pieces after the first, in order, each the first piece's size. Up to
-     * READ_AHEAD ranged reads run at once (on as many pool connections), so
-     * the server prepares the next pieces while this process decodes one.
-     */
-    async function* rest(stop: () => boolean): AsyncGenerator<Uint8Array> {
-      const piece = Math.max(first.byteLength, 1)
-      let at = start + first.byteLength
-      const inflight: Array<Promise<Uint8Array>> = []
-      try {
-        for (;;) {
-          while (inflight.length < READ_AHEAD && at < end && !stop()) {
-            const want = Math.min(piece, end - at)
-            const reading = readExactly(at, want)
-            reading.catch(() => undefined)
-            inflight.push(reading)
-            at += want
-          }
-          const reading = inflight.shift()
-          if (reading === undefined || stop()) return
-          yield await reading
+  async *rest(stop: () => boolean): AsyncGenerator<Uint8Array> {
+    const first = this.first
+    const end = this.end
+    const piece = Math.max(first.byteLength, 1)
+    let at = this.start + first.byteLength
+    const inflight: Array<Promise<Uint8Array>> = []
+    try {
+      for (;;) {
+        while (inflight.length < READ_AHEAD && at < end && !stop()) {
+          const want = Math.min(piece, end - at)
+          const reading = this.readExactly(at, want)
+          reading.catch(() => undefined)
+          inflight.push(reading)
+          at += want
         }
-      } finally {
-        inflight.length = 0
+        const reading = inflight.shift()
+        if (reading === undefined || stop()) return
+        yield await reading
       }
+    } finally {
+      inflight.length = 0
     }
-
-    async function whole(): Promise<Uint8Array> {
-      signal?.throwIfAborted()
-      const out = new Uint8Array(end - start)
-      out.set(first, 0)
-      let at = first.byteLength
-      for await (const bytes of rest(() => signal?.aborted === true)) {
-        out.set(bytes, at)
-        at += bytes.byteLength
-      }
-      signal?.throwIfAborted()
-      return out
-    }
-
-    let body: ReadableStream<Uint8Array> | undefined
-    const makeBody = (): ReadableStream<Uint8Array> => {
-      let cancelled = false
-      let served = false
-      let pieces: AsyncGenerator<Uint8Array> | undefined
-      // The read-ahead window (rest) is refilled when a piece is handed out.
-      let ahead: Promise<IteratorResult<Uint8Array>> | undefined
-      const next = () => {
-        pieces ??= rest(() => cancelled || signal?.aborted === true)
-        const p = pieces.next()
-        p.catch(() => undefined)
-        return p
-      }
-      let onAbort: (() => void) | undefined
-      const cleanup = () => {
-        if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort)
-        onAbort = undefined
-      }
-      return new ReadableStream<Uint8Array>(
-        {
-          start(controller) {
-            if (signal === undefined) return
-            if (signal.aborted) {
-              cancelled = true
-              controller.error(signal.reason)
-              return
-            }
-            onAbort = () => {
-              cancelled = true
-              cleanup()
-              try {
-                controller.error(signal.reason)
-              } catch {
-                // already closed
-              }
-            }
-            signal.addEventListener('abort', onAbort, { once: true })
-          },
-          async pull(controller) {
-            try {
-              if (!served) {
-                served = true
-                if (first.byteLength > 0) controller.enqueue(first.slice())
-                if (start + first.byteLength >= end) {
-                  cleanup()
-                  controller.close()
-                  return
-                }
-                ahead = next()
-                return
-              }
-              const result = await (ahead ?? next())
-              ahead = undefined
-              if (cancelled) return
-              if (result.done === true) {
-                cleanup()
-                controller.close()
-                return
-              }
-              controller.enqueue(result.value)
-              ahead = next()
-            } catch (error) {
-              cleanup()
-              if (!cancelled) controller.error(error)
-            }
-          },
-          async cancel() {
-            cancelled = true
-            cleanup()
-            ahead = undefined
-            await pieces?.return(undefined).catch(() => undefined)
-          },
-        },
-        // Pull only when the consumer asks: the read-ahead above is the only buffer.
-        { highWaterMark: 0 },
-      )
-    }
-
-    const object: BlobObject = {
-      ...record,
-      arrayBuffer: async () => {
-        const bytes = await whole()
-        return bytes.buffer.byteLength === bytes.byteLength ? (bytes.buffer as ArrayBuffer) : bytes.slice().buffer
-      },
-      text: async () => new TextDecoder().decode(await whole()),
-    }
-    Object.defineProperty(object, 'body', {
-      enumerable: true,
-      configurable: true,
-      get: () => (body ??= makeBody()),
-    })
-    return object
   }
 
-  return {
-    async put(key, body, options) {
-      checkTextId(key, 'key')
-      const signal = checkSignal(isPlainObject(options) ? options.signal : undefined)
-      const opts = putOptions(body, options)
-      const expectedLength =
-        isPlainObject(options) && typeof options.expectedLength === 'number' ? options.expectedLength : undefined
-      if (typeof body === 'string') {
-        const bytes = new TextEncoder().encode(body)
-        return bytes.byteLength <= threshold ? putBytes(key, bytes, opts, signal) : upload(key, slices(bytes), opts, signal)
-      }
-      if (body instanceof ArrayBuffer) {
-        const bytes = new Uint8Array(body.slice(0))
-        return bytes.byteLength <= threshold ? putBytes(key, bytes, opts, signal) : upload(key, slices(bytes), opts, signal)
-      }
-      if (ArrayBuffer.isView(body)) {
-        const bytes = copyBytes(body)
-        return bytes.byteLength <= threshold ? putBytes(key, bytes, opts, signal) : upload(key, slices(bytes), opts, signal)
-      }
-      if (typeof Blob !== 'undefined' && body instanceof Blob) {
-        if (body.size <= threshold) return putBytes(key, new Uint8Array(await body.arrayBuffer()), opts, signal)
-        return putStream(key, body.stream(), opts, undefined, signal)
-      }
-      if (typeof ReadableStream !== 'undefined' && body instanceof ReadableStream) {
-        return putStream(key, body, opts, expectedLength, signal)
-      }
-      throw new TypeError('Unsupported blob body: expected a ReadableStream, ArrayBuffer, ArrayBufferView, string or Blob.')
-    },
+  /** All the bytes [start, end) at once. */
+  async whole(signal: AbortSignal | undefined): Promise<Uint8Array> {
+    signal?.throwIfAborted()
+    const out = new Uint8Array(this.end - this.start)
+    out.set(this.first, 0)
+    let at = this.first.byteLength
+    for await (const bytes of this.rest(() => signal?.aborted === true)) {
+      out.set(bytes, at)
+      at += bytes.byteLength
+    }
+    signal?.throwIfAborted()
+    return out
+  }
+}
 
-    async get(key, options) {
-      checkTextId(key, 'key')
-      const range = options?.range
-      const signal = checkSignal(options?.signal)
-      signal?.throwIfAborted()
-      let offset = 0
-      let length: number | undefined
-      if (range !== undefined) {
-        const o = range.offset
-        if (typeof o !== 'number' || !Number.isSafeInteger(o)) {
-          // Caught before the call [R10]; the size is unknown without one.
-          throw new RangeError(`Blob range offset ${String(o)} is outside the object (size unknown).`)
-        }
-        if (range.length !== undefined && (typeof range.length !== 'number' || !Number.isSafeInteger(range.length))) {
-          throw new RangeError(`Blob range length ${String(range.length)} is not valid.`)
-        }
-        offset = o
-        length = range.length
-      }
-      let row: BlobRow | null = null
-      for (let attempt = 0; ; attempt++) {
-        try {
-          row = await readRange(key, offset, length ?? Number.MAX_SAFE_INTEGER)
-          break
-        } catch (error) {
-          // An empty object has no offset 0: read it whole (one more call, empty objects only).
-          if (range !== undefined || (error as { sqlstate?: string }).sqlstate !== '22003') throw error
-          row = await readOnce(key, null, null)
-          // Unless it was written between the two calls: then start over.
-          if (row === null || row.r === null || (row.r.size ?? 0) === 0 || attempt >= 3) break
-        }
-      }
-      signal?.throwIfAborted()
-      if (row === null || row.r === null) return null
-      const { range: _first, ...record } = row.r
-      const size = record.size ?? 0
-      const end = length === undefined ? size : Math.min(size, offset + Math.max(length, 0))
-      const first = ownBytes(row.b ?? Buffer.alloc(0))
-      const withRange = range === undefined ? record : { ...record, range: { offset, length: end - offset } }
-      return streamedObject(key, withRange, first, offset, end, signal)
+/** The object `get` returns: the record, a lazily made body stream, arrayBuffer and text. */
+function streamedObject(read: PinnedRead, signal: AbortSignal | undefined): BlobObject {
+  let body: ReadableStream<Uint8Array> | undefined
+  const object: BlobObject = {
+    ...read.record,
+    arrayBuffer: async () => {
+      const bytes = await read.whole(signal)
+      return bytes.buffer.byteLength === bytes.byteLength ? (bytes.buffer as ArrayBuffer) : bytes.slice().buffer
     },
+    text: async () => new TextDecoder().decode(await read.whole(signal)),
+  }
+  Object.defineProperty(object, 'body', {
+    enumerable: true,
+    configurable: true,
+    get: () => (body ??= pieceStream(read, signal)),
+  })
+  return object
+}
+
+/**
+ * The body stream of a streamed object: the first piece, then the rest as the
+ * consumer pulls, with the read-ahead window (PinnedRead.rest) refilled when a
+ * piece is handed out; cancel or the signal stops it.
+ */
+function pieceStream(read: PinnedRead, signal: AbortSignal | undefined): ReadableStream<Uint8Array> {
+  const { first, start, end } = read
+  let cancelled = false
+  let served = false
+  let pieces: AsyncGenerator<Uint8Array> | undefined
+  // The read-ahead window (rest) is refilled when a piece is handed out.
+  let ahead: Promise<IteratorResult<Uint8Array>> | undefined
+  const next = () => {
+    pieces ??= read.rest(() => cancelled || signal?.aborted === true)
+    const p = pieces.next()
+    p.catch(() => undefined)
+    return p
+  }
+  let onAbort: (() => void) | undefined
+  const cleanup = () => {
+    if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort)
+    onAbort = undefined
+  }
+  return new ReadableStream<Uint8Array>(
+    {
+      start(controller) {
+        if (signal === undefined) return
+        if (signal.aborted) {
+          cancelled = true
+          controller.error(signal.reason)
+          return
+        }
+        onAbort = () => {
+          cancelled = true
+          cleanup()
+          try {
+            controller.error(signal.reason)
+          } catch {
+            // already closed
+          }
+        }
+        signal.addEventListener('abort', onAbort, { once: true })
+      },
+      async pull(controller) {
+        try {
+          if (!served) {
+            served = true
+            if (first.byteLength > 0) controller.enqueue(first.slice())
+            if (start + first.byteLength >= end) {
+              cleanup()
+              controller.close()
+              return
+            }
+            ahead = next()
+            return
+          }
+          const result = await (ahead ?? next())
+          ahead = undefined
+          if (cancelled) return
+          if (result.done === true) {
+            cleanup()
+            controller.close()
+            return
+          }
+          controller.enqueue(result.value)
+          ahead = next()
+        } catch (error) {
+          cleanup()
+          if (!cancelled) controller.error(error)
+        }
+      },
+      async cancel() {
+        cancelled = true
+        cleanup()
+        ahead = undefined
+        await pieces?.return(undefined).catch(() => undefined)
+      },
+    },
+    // Pull only when the consumer asks: the read-ahead above is the only buffer.
+    { highWaterMark: 0 },
+  )
+}
+
+export function postgresBlobStore(db: Queryable, options: PostgresBlobStoreOptions = {}): BlobStore {
+  const threshold = positiveInteger(options.singleCallThreshold, 8 * MiB, 'singleCallThreshold')
+  const pieceBytes = positiveInteger(options.uploadPieceBytes, MiB, 'uploadPieceBytes')
+  const readPieceBytes = positiveInteger(options.readPieceBytes, MiB, 'readPieceBytes')
+  const writer = new BlobWriter(db, threshold, pieceBytes)
+  const reader = new BlobReader(db, readPieceBytes)
+
+  return {
+    put: (key, body, options) => writer.put(key, body, options),
+
+    get: (key, options) => reader.get(key, options),
 
     async head(key) {
       checkTextId(key, 'key')

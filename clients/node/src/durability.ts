@@ -32,7 +32,7 @@ import { performance } from 'node:perf_hooks'
 import { resolveResumeRunId, type StreamChunk, type StreamDurability } from '@tanstack/ai'
 import { SandboxPersistError } from './errors.js'
 import { checkNumberOption, checkTextId, json, run, SP, value, type Queryable } from './internal.js'
-import { acquireListener, EVENT_LOG_CHANNEL, Waker, type ListenerHealth, type ListenerOptions, type SharedListener } from './listener.js'
+import { acquireListener, EVENT_LOG_CHANNEL, Waker, type ListenerHandle, type ListenerHealth, type ListenerOptions, type SharedListener } from './listener.js'
 
 export interface PostgresDurabilityOptions extends ListenerOptions {
   /**
@@ -250,17 +250,17 @@ async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
   }
 }
 
-/**
- * The durability factory. Pass its result as `durability.adapter` of
- * `toServerSentEventsResponse` (producer), `resumeServerSentEventsResponse`
- * (resume), or to `replayRunStream`.
- *
- * A request names its run with `X-Run-Id` or `?runId` (a producer request
- * without one gets a random run id, exposed as `.runId`); the resume offset
- * comes from `Last-Event-ID`, then `?offset`. Offsets do not carry the run id,
- * so a resume request must name its run.
- */
-export function postgresDurability(pool: Queryable, options: PostgresDurabilityOptions = {}): PostgresDurabilityFactory {
+/** The factory's options, checked once. */
+interface DurabilitySettings {
+  pollMs: number
+  pageSize: number
+  firstChunkDeadlineMs: number
+  activeRunFirstChunkDeadlineMs: number
+  drainTimeoutMs: number
+  microBatchMs: number
+}
+
+function durabilitySettings(options: PostgresDurabilityOptions): DurabilitySettings {
   const pollMs = checkNumberOption(
     options.fallbackPollMs ?? options.pollMs ?? 1_500,
     'fallbackPollMs',
@@ -297,27 +297,76 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
     (n) => Number.isFinite(n) && n >= 0,
     `microBatchMs must be >= 0, got ${options.microBatchMs}.`,
   )
-  const batcher = new AppendBatcher(pool, microBatchMs)
-  const handle = acquireListener(pool, options)
-  const listener = handle.listener
-  /** Set by close(): no new adapter, append or park. */
-  let closing = false
-  /** Set once the drain has ended the open logs: parked readers stop after one more read. */
-  let readersReleased = false
-  let drained: Promise<void> | undefined
-  const producers = new Set<Producer>()
-  /** The wakers of parked readers, and the promises that settle when each read ends. */
-  const readers = new Map<Waker, Promise<void>>()
-  const followers = new LogFollowers(listener)
-  const close = () => (drained ??= drain())
-  return Object.assign(makeAdapter, { start, close, health: () => handle.health(), [Symbol.asyncDispose]: close })
+  return { pollMs, pageSize, firstChunkDeadlineMs, activeRunFirstChunkDeadlineMs, drainTimeoutMs, microBatchMs }
+}
 
-  function makeAdapter(source: PostgresDurabilitySource): PostgresStreamDurability {
-    return resolveSource(source).adapter
+/**
+ * The durability factory. Pass its result as `durability.adapter` of
+ * `toServerSentEventsResponse` (producer), `resumeServerSentEventsResponse`
+ * (resume), or to `replayRunStream`.
+ *
+ * A request names its run with `X-Run-Id` or `?runId` (a producer request
+ * without one gets a random run id, exposed as `.runId`); the resume offset
+ * comes from `Last-Event-ID`, then `?offset`. Offsets do not carry the run id,
+ * so a resume request must name its run.
+ */
+export function postgresDurability(pool: Queryable, options: PostgresDurabilityOptions = {}): PostgresDurabilityFactory {
+  const hub = new DurabilityHub(pool, durabilitySettings(options), options)
+  const makeAdapter = (source: PostgresDurabilitySource): PostgresStreamDurability => hub.resolveSource(source).adapter
+  const start = (source: PostgresDurabilitySource) => hub.start(source)
+  const close = () => hub.close()
+  return Object.assign(makeAdapter, { start, close, health: () => hub.handle.health(), [Symbol.asyncDispose]: close })
+}
+
+/**
+ * One factory's shared state: the append batcher, the listener share, the
+ * followers of parked readers, the producers with open logs and the readers
+ * parked now (both for the drain of close()).
+ */
+class DurabilityHub {
+  /** Set by close(): no new adapter, append or park. */
+  closing = false
+  /** Set once the drain has ended the open logs: parked readers stop after one more read. */
+  readersReleased = false
+  readonly producers = new Set<Producer>()
+  /** The wakers of parked readers, and the promises that settle when each read ends. */
+  readonly readers = new Map<Waker, Promise<void>>()
+  readonly batcher: AppendBatcher
+  readonly handle: ListenerHandle
+  readonly listener: SharedListener
+  readonly followers: LogFollowers
+  private drained: Promise<void> | undefined
+
+  constructor(
+    readonly pool: Queryable,
+    readonly settings: DurabilitySettings,
+    options: PostgresDurabilityOptions,
+  ) {
+    this.batcher = new AppendBatcher(pool, settings.microBatchMs)
+    this.handle = acquireListener(pool, options)
+    this.listener = this.handle.listener
+    this.followers = new LogFollowers(this.listener)
   }
 
-  function resolveSource(source: PostgresDurabilitySource): { adapter: PostgresStreamDurability; named: boolean } {
-    if (closing) throw closedError()
+  close(): Promise<void> {
+    return (this.drained ??= this.drain())
+  }
+
+  /** A producer with a log open (counted by the batcher). */
+  join(producer: Producer): void {
+    if (!this.producers.has(producer)) {
+      this.producers.add(producer)
+      this.batcher.streams += 1
+    }
+  }
+
+  /** A producer whose log is ended or no longer its own. */
+  leave(producer: Producer): void {
+    if (this.producers.delete(producer)) this.batcher.streams -= 1
+  }
+
+  resolveSource(source: PostgresDurabilitySource): { adapter: PostgresStreamDurability; named: boolean } {
+    if (this.closing) throw closedError()
     let runId: string
     let resumeOffset: string | null
     let named = true
@@ -344,14 +393,14 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
       runId = checkRunId(init?.runId)
       resumeOffset = init.offset ?? null
     }
-    return { adapter: createDurability(runId, resumeOffset), named }
+    return { adapter: new RunProducer(this, runId, resumeOffset).adapter(), named }
   }
 
-  async function start(source: PostgresDurabilitySource): Promise<PostgresStreamDurability> {
-    const { adapter, named } = resolveSource(source)
+  async start(source: PostgresDurabilitySource): Promise<PostgresStreamDurability> {
+    const { adapter, named } = this.resolveSource(source)
     if (!named) return adapter
     const state = await run(
-      pool,
+      this.pool,
       `SELECT ${SP}.event_log_read($1::text, 0::bigint, 0) AS log, ${SP}.run_get($1::text) AS run`,
       [adapter.runId],
     )
@@ -375,56 +424,62 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
   }
 
   /** close(): see PostgresDurabilityFactory.close. */
-  async function drain(): Promise<void> {
-    closing = true
+  private async drain(): Promise<void> {
+    this.closing = true
+    const drainTimeoutMs = this.settings.drainTimeoutMs
     const deadline = performance.now() + drainTimeoutMs
     const left = () => deadline - performance.now()
     const unfinished: Array<string> = []
     try {
-      const pending = [...producers].flatMap((p) => [...p.inFlight])
+      const pending = [...this.producers].flatMap((p) => [...p.inFlight])
       if (!(await within(Promise.allSettled(pending), left()))) unfinished.push('appends in flight')
-      const open = [...producers].filter((p) => !p.ended())
-      const chunk = (): StreamChunk =>
-        ({
-          type: 'RUN_ERROR',
-          timestamp: Date.now(),
-          message: SHUTDOWN_MESSAGE,
-          code: SERVER_SHUTDOWN,
-          error: { message: SHUTDOWN_MESSAGE, code: SERVER_SHUTDOWN },
-        }) as StreamChunk
-      const ended = open.map(async (p) => {
-        try {
-          await p.terminate(chunk())
-        } catch (error) {
-          unfinished.push(`run ${JSON.stringify(p.runId)}`)
-          handle.report('shutdown.incomplete', `ending the log of run ${JSON.stringify(p.runId)} at shutdown failed; its resumers wait for maintenance to end it`, {
-            runId: p.runId,
-            error,
-          })
-        }
-      })
-      if (!(await within(Promise.all(ended), left()))) unfinished.push('ending open logs')
-      readersReleased = true
-      for (const waker of readers.keys()) waker.wake()
-      if (!(await within(Promise.allSettled([...readers.values()]), left()))) unfinished.push('parked readers')
+      if (!(await within(this.endOpenLogs(unfinished), left()))) unfinished.push('ending open logs')
+      this.readersReleased = true
+      for (const waker of this.readers.keys()) waker.wake()
+      if (!(await within(Promise.allSettled([...this.readers.values()]), left()))) unfinished.push('parked readers')
       if (unfinished.length > 0) {
-        handle.report(
+        this.handle.report(
           'shutdown.incomplete',
           `close() did not finish within drainTimeoutMs (${drainTimeoutMs} ms) or failed: ${unfinished.join(', ')}`,
           { drainTimeoutMs, unfinished },
         )
       }
     } finally {
-      await handle.release()
+      await this.handle.release()
     }
   }
 
+  /** The drain's second step: a shutdown chunk and a close for every log left open. */
+  private endOpenLogs(unfinished: Array<string>): Promise<unknown> {
+    const open = [...this.producers].filter((p) => !p.ended())
+    const chunk = (): StreamChunk =>
+      ({
+        type: 'RUN_ERROR',
+        timestamp: Date.now(),
+        message: SHUTDOWN_MESSAGE,
+        code: SERVER_SHUTDOWN,
+        error: { message: SHUTDOWN_MESSAGE, code: SERVER_SHUTDOWN },
+      }) as StreamChunk
+    const ended = open.map(async (p) => {
+      try {
+        await p.terminate(chunk())
+      } catch (error) {
+        unfinished.push(`run ${JSON.stringify(p.runId)}`)
+        this.handle.report('shutdown.incomplete', `ending the log of run ${JSON.stringify(p.runId)} at shutdown failed; its resumers wait for maintenance to end it`, {
+          runId: p.runId,
+          error,
+        })
+      }
+    })
+    return Promise.all(ended)
+  }
+
   /** JSON drops members whose value is `undefined`: say so, once per adapter. */
-  function reportUndefinedMembers(runId: string, chunks: ReadonlyArray<unknown>): boolean {
+  reportUndefinedMembers(runId: string, chunks: ReadonlyArray<unknown>): boolean {
     for (const chunk of chunks) {
       const path = undefinedMember(chunk, '')
       if (path !== null) {
-        handle.report(
+        this.handle.report(
           'chunk.undefined_member',
           `a ${String((chunk as { type?: unknown }).type)} chunk has the member ${path} = undefined; JSON cannot store it (a key is dropped, an array element becomes null), so readers and replays do not see it (live SSE drops it too)`,
           { runId, path },
@@ -434,264 +489,316 @@ export function postgresDurability(pool: Queryable, options: PostgresDurabilityO
     }
     return false
   }
+}
 
-  function createDurability(runId: string, resumeOffset: string | null): PostgresStreamDurability {
-    const tag = runTag(runId)
-    const producerId = randomUUID()
-    let producerSeq = 0
-    let reportedUndefined = false
-    let ended = false
-    const inFlight = new Set<Promise<unknown>>()
-    const format = (seq: number, digest: string) => `v2.${tag}.${seq}.${digest}`
+/**
+ * One adapter: the producer of one run's log (appends with this instance's
+ * producer id and sequence, close, the drain's terminate) and the factory of
+ * its readers.
+ */
+class RunProducer implements Producer {
+  readonly producerId = randomUUID()
+  /** Appends and closes of this adapter that have not settled. */
+  readonly inFlight = new Set<Promise<unknown>>()
+  private readonly tag: string
+  private producerSeq = 0
+  private reportedUndefined = false
+  private isEnded = false
 
-    /** Run one write of this producer, visible to the drain while it is in flight. */
-    const track = async <T>(write: Promise<T>): Promise<T> => {
-      inFlight.add(write)
-      try {
-        return await write
-      } finally {
-        inFlight.delete(write)
-      }
-    }
-    const appendRaw = (chunks: ReadonlyArray<unknown>, batched = false) => {
-      producerSeq += 1
-      const part: AppendPart = {
-        runId,
-        chunks: json(chunks),
-        options: JSON.stringify({ producerId, producerSeq, withDigests: true }),
-      }
-      return batched ? batcher.add(part, chunks.some(isTerminal)) : appendOne(pool, part)
-    }
-    const closeLog = () => {
-      batcher.flushNow()
-      return run(pool, `SELECT ${SP}.event_log_close($1::text)`, [runId], { retryUnknownOutcome: true })
-    }
-    const producer: Producer = {
-      runId,
-      inFlight,
-      ended: () => ended,
-      async terminate(chunk) {
-        const record = await value<{ status?: string; detachedSince?: number } | null>(
-          pool,
-          `SELECT ${SP}.run_get($1::text) AS r`,
-          [runId],
-        )
-        // A detached run was handed off (a driver elsewhere may take it over): not ours to end.
-        if (record?.detachedSince !== undefined && record.detachedSince !== null) {
-          if (producers.delete(producer)) batcher.streams -= 1
-          return
-        }
-        await appendRaw([chunk])
-        await closeLog()
-        ended = true
-        if (producers.delete(producer)) batcher.streams -= 1
-        if (record !== null && !TERMINAL.has(String(record.status))) {
-          await run(pool, `SELECT ${SP}.run_update($1::text, $2::json)`, [
-            runId,
-            JSON.stringify({ status: 'failed', finishedAt: Date.now(), error: { message: SHUTDOWN_MESSAGE, code: SERVER_SHUTDOWN } }),
-          ])
-        }
-      },
-    }
-    if (resumeOffset !== null && resumeOffset !== '-1' && resumeOffset !== 'now') parseOffset(resumeOffset)
+  constructor(
+    readonly hub: DurabilityHub,
+    readonly runId: string,
+    private readonly resumeOffset: string | null,
+  ) {
+    this.tag = runTag(runId)
+    if (resumeOffset !== null && resumeOffset !== '-1' && resumeOffset !== 'now') this.parseOffset(resumeOffset)
+  }
 
-    function parseOffset(offset: string): Position {
-      const match = /^(?:v1\.([0-9a-f]{12})\.([1-9][0-9]*)|v2\.([0-9a-f]{12})\.([1-9][0-9]*)\.([0-9a-f]{16}))$/.exec(offset)
-      const runPart = match?.[1] ?? match?.[3]
-      const seq = Number(match?.[2] ?? match?.[4])
-      if (match === null || !Number.isSafeInteger(seq)) {
-        throw new SandboxPersistError('EVENT_LOG_INVALID_OFFSET', `Invalid sandbox_persist event-log offset: ${JSON.stringify(offset)}`)
-      }
-      if (runPart !== tag) {
-        throw new SandboxPersistError(
-          'EVENT_LOG_INVALID_OFFSET',
-          `Offset ${JSON.stringify(offset)} belongs to another run, not ${JSON.stringify(runId)}.`,
-        )
-      }
-      return { seq, digest: match[5] ?? null }
-    }
-
-    // The digest of the entry read last travels with every page, so the
-    // server vouches for the stream across a failover between two pages too.
-    const readPage = (after: number, digest: string | null, rows: number) =>
-      readPieces(pool, runId, after, digest, rows)
-
+  adapter(): PostgresStreamDurability {
     return {
-      runId,
-      producerId,
-      resumeFrom: () => resumeOffset,
-
-      async append(chunks) {
-        if (!Array.isArray(chunks)) throw new TypeError('append expects an array of chunks.')
-        // Draining: nothing may follow the shutdown chunk the drain appends.
-        if (closing) throw closedError(ended)
-        if (chunks.length === 0) return []
-        if (!reportedUndefined) reportedUndefined = reportUndefinedMembers(runId, chunks)
-        if (!producers.has(producer)) {
-          producers.add(producer)
-          batcher.streams += 1
-        }
-        const tokens = await track(appendRaw(chunks, true))
-        if (!Array.isArray(tokens) || tokens.length !== chunks.length) {
-          throw new Error(`event_log_append returned ${Array.isArray(tokens) ? tokens.length : 'no'} sequence numbers for ${chunks.length} chunks.`)
-        }
-        return tokens.map((t) => format(t.seq, t.digest))
-      },
-
-      read(offset, signal) {
-        return flatten(readPages(offset, signal), signal)
-      },
-
-      readPages(offset, signal) {
-        return readPages(offset, signal)
-      },
-
-      async close() {
-        // Draining: the drain ends every open log of this factory, behind its
-        // shutdown chunk (closing it here first would end readers before it).
-        if (closing) return
-        await track(closeLog())
-        ended = true
-        if (producers.delete(producer)) batcher.streams -= 1
-      },
-
-      async snapshot() {
-        // One verified read of every entry: one snapshot, with the digests.
-        const page = await readPage(0, null, 2_147_483_647)
-        return page.entries.map((e) => ({ offset: format(e.seq, e.digest), chunk: e.chunk }))
-      },
+      runId: this.runId,
+      producerId: this.producerId,
+      resumeFrom: () => this.resumeOffset,
+      append: (chunks) => this.append(chunks),
+      read: (offset, signal) => flatten(this.readPages(offset, signal), signal),
+      readPages: (offset, signal) => this.readPages(offset, signal),
+      close: () => this.close(),
+      snapshot: () => this.snapshot(),
     }
+  }
 
-    async function* readPages(
-      offset: string,
-      signal?: AbortSignal,
-    ): AsyncGenerator<Array<DurableEntry>> {
-      const fromStart = offset === '-1' || offset === 'now'
-      const start: Position = fromStart ? { seq: 0, digest: null } : parseOffset(offset)
-      let after = start.seq
-      let afterDigest = start.digest
-      const waker = new Waker()
-      // Entries the notifications carried, not yet handed on; a read is due
-      // first, and again after any wake that carried none (a close, a
-      // reconnect, a poll, the drain), so only a notification that continues
-      // what this reader holds replaces a read.
-      let notified: Array<{ entry: ReadEntry; prev: string }> = []
-      let mustRead = true
-      const follower: LogFollower = {
-        notify(appended) {
-          if (appended === null) notified = []
-          if (appended === null || appended === undefined) mustRead = true
-          else {
-            let prev = appended.prev
-            for (const entry of appended.entries) {
-              notified.push({ entry, prev })
-              prev = entry.digest
-            }
-          }
-          waker.wake()
-        },
-      }
-      // Subscribed before the first query the wait depends on.
-      const leave = followers.add(follower)
-      let exited!: () => void
-      readers.set(waker, new Promise<void>((resolve) => (exited = resolve)))
-      const hand = (entries: Array<ReadEntry>): Array<DurableEntry> => {
-        const out = new Array<DurableEntry>(entries.length)
-        for (let i = 0; i < entries.length; i++) {
-          const entry = entries[i]!
-          out[i] = { offset: format(entry.seq, entry.digest), chunk: entry.chunk }
-        }
-        const last = entries[entries.length - 1]!
-        after = last.seq
-        afterDigest = last.digest
-        return out
-      }
-      try {
-        await listener.ready()
-        if (offset === 'now') {
-          waker.reset()
-          const head = await readPage(0, null, 0)
-          if (head.logId !== undefined) followers.place(follower, head.logId)
-          after = head.tail
-          afterDigest = head.tailDigest
-        }
-        let firstChunkDeadline: number | undefined
-        for (;;) {
-          if (signal?.aborted) return
-          waker.reset()
-          const fresh = mustRead || readersReleased ? 'read' : takeNotified()
-          if (fresh !== 'read') {
-            if (fresh.length > 0) {
-              yield hand(fresh)
-              if (signal?.aborted) return
-              continue
-            }
-          } else {
-            mustRead = false
-            const page = await readPage(after, afterDigest, pageSize)
-            if (page.logId !== undefined) followers.place(follower, page.logId)
-            if (page.entries.length > 0) {
-              yield hand(page.entries)
-              if (signal?.aborted) return
-            }
-            if (page.closed && after >= page.tail) return
-            // A full page may have more behind it; one that reached the tail has not.
-            if (page.entries.length >= pageSize && after < page.tail) {
-              mustRead = true
-              continue
-            }
-            // Shutting down: this was the last read (it saw the drain's chunks).
-            if (readersReleased) throw closedError()
-            if (!page.exists && fromStart) {
-              if (firstChunkDeadline === undefined) {
-                const record = await value<{ status?: string } | null>(pool, `SELECT ${SP}.run_get($1::text) AS r`, [runId])
-                const active = record !== null && !TERMINAL.has(String(record.status))
-                firstChunkDeadline = performance.now() + (active ? activeRunFirstChunkDeadlineMs : firstChunkDeadlineMs)
-              }
-              const left = firstChunkDeadline - performance.now()
-              if (left <= 0) {
-                throw new SandboxPersistError(
-                  'EVENT_LOG_NOT_FOUND',
-                  `Run ${JSON.stringify(runId)} produced no event log within the first-chunk deadline.`,
-                )
-              }
-              const how = await waker.wait(Math.min(pollMs, left), signal)
-              if (how === 'abort') return
-              mustRead = true
-              continue
-            }
-          }
-          const how = await waker.wait(pollMs, signal)
-          if (how === 'abort') return
-          if (how === 'timeout') mustRead = true
-          if (!listener.connected) void listener.ready()
-        }
-      } finally {
-        leave()
-        readers.delete(waker)
-        exited()
-      }
+  ended(): boolean {
+    return this.isEnded
+  }
 
-      // The notified entries that continue the stream this reader holds (the
-      // entry after `after`, chained to `afterDigest`): [] when they are all
-      // behind it (a read already gave them), 'read' when one is missing or
-      // the chain differs (the log was rewritten: the read reports SP405).
-      function takeNotified(): Array<ReadEntry> | 'read' {
-        let i = 0
-        while (i < notified.length && notified[i]!.entry.seq <= after) i++
-        if (i === notified.length) {
-          notified = []
-          return []
-        }
-        const held = afterDigest ?? (after === 0 ? ZERO_DIGEST : null)
-        if (notified[i]!.entry.seq !== after + 1 || notified[i]!.prev !== held) return 'read'
-        let j = i + 1
-        while (j < notified.length && notified[j]!.entry.seq === after + 1 + j - i && notified[j]!.prev === notified[j - 1]!.entry.digest) j++
-        const run = notified.slice(i, j).map((n) => n.entry)
-        notified = notified.slice(j)
-        return run
+  format(seq: number, digest: string): string {
+    return `v2.${this.tag}.${seq}.${digest}`
+  }
+
+  /** Run one write of this producer, visible to the drain while it is in flight. */
+  private async track<T>(write: Promise<T>): Promise<T> {
+    this.inFlight.add(write)
+    try {
+      return await write
+    } finally {
+      this.inFlight.delete(write)
+    }
+  }
+
+  private appendRaw(chunks: ReadonlyArray<unknown>, batched = false): Promise<Tokens> {
+    this.producerSeq += 1
+    const part: AppendPart = {
+      runId: this.runId,
+      chunks: json(chunks),
+      options: JSON.stringify({ producerId: this.producerId, producerSeq: this.producerSeq, withDigests: true }),
+    }
+    return batched ? this.hub.batcher.add(part, chunks.some(isTerminal)) : appendOne(this.hub.pool, part)
+  }
+
+  private closeLog() {
+    this.hub.batcher.flushNow()
+    return run(this.hub.pool, `SELECT ${SP}.event_log_close($1::text)`, [this.runId], { retryUnknownOutcome: true })
+  }
+
+  async terminate(chunk: StreamChunk): Promise<void> {
+    const { hub, runId } = this
+    const record = await value<{ status?: string; detachedSince?: number } | null>(
+      hub.pool,
+      `SELECT ${SP}.run_get($1::text) AS r`,
+      [runId],
+    )
+    // A detached run was handed off (a driver elsewhere may take it over): not ours to end.
+    if (record?.detachedSince !== undefined && record.detachedSince !== null) {
+      hub.leave(this)
+      return
+    }
+    await this.appendRaw([chunk])
+    await this.closeLog()
+    this.isEnded = true
+    hub.leave(this)
+    if (record !== null && !TERMINAL.has(String(record.status))) {
+      await run(hub.pool, `SELECT ${SP}.run_update($1::text, $2::json)`, [
+        runId,
+        JSON.stringify({ status: 'failed', finishedAt: Date.now(), error: { message: SHUTDOWN_MESSAGE, code: SERVER_SHUTDOWN } }),
+      ])
+    }
+  }
+
+  async append(chunks: Array<StreamChunk>): Promise<Array<string>> {
+    if (!Array.isArray(chunks)) throw new TypeError('append expects an array of chunks.')
+    // Draining: nothing may follow the shutdown chunk the drain appends.
+    if (this.hub.closing) throw closedError(this.isEnded)
+    if (chunks.length === 0) return []
+    if (!this.reportedUndefined) this.reportedUndefined = this.hub.reportUndefinedMembers(this.runId, chunks)
+    this.hub.join(this)
+    const tokens = await this.track(this.appendRaw(chunks, true))
+    if (!Array.isArray(tokens) || tokens.length !== chunks.length) {
+      throw new Error(`event_log_append returned ${Array.isArray(tokens) ? tokens.length : 'no'} sequence numbers for ${chunks.length} chunks.`)
+    }
+    return tokens.map((t) => this.format(t.seq, t.digest))
+  }
+
+  async close(): Promise<void> {
+    // Draining: the drain ends every open log of this factory, behind its
+    // shutdown chunk (closing it here first would end readers before it).
+    if (this.hub.closing) return
+    await this.track(this.closeLog())
+    this.isEnded = true
+    this.hub.leave(this)
+  }
+
+  async snapshot(): Promise<Array<{ offset: string; chunk: StreamChunk }>> {
+    // One verified read of every entry: one snapshot, with the digests.
+    const page = await this.readPage(0, null, 2_147_483_647)
+    return page.entries.map((e) => ({ offset: this.format(e.seq, e.digest), chunk: e.chunk }))
+  }
+
+  // The digest of the entry read last travels with every page, so the
+  // server vouches for the stream across a failover between two pages too.
+  readPage(after: number, digest: string | null, rows: number): Promise<ReadResult> {
+    return readPieces(this.hub.pool, this.runId, after, digest, rows)
+  }
+
+  parseOffset(offset: string): Position {
+    const match = /^(?:v1\.([0-9a-f]{12})\.([1-9][0-9]*)|v2\.([0-9a-f]{12})\.([1-9][0-9]*)\.([0-9a-f]{16}))$/.exec(offset)
+    const runPart = match?.[1] ?? match?.[3]
+    const seq = Number(match?.[2] ?? match?.[4])
+    if (match === null || !Number.isSafeInteger(seq)) {
+      throw new SandboxPersistError('EVENT_LOG_INVALID_OFFSET', `Invalid sandbox_persist event-log offset: ${JSON.stringify(offset)}`)
+    }
+    if (runPart !== this.tag) {
+      throw new SandboxPersistError(
+        'EVENT_LOG_INVALID_OFFSET',
+        `Offset ${JSON.stringify(offset)} belongs to another run, not ${JSON.stringify(this.runId)}.`,
+      )
+    }
+    return { seq, digest: match[5] ?? null }
+  }
+
+  readPages(offset: string, signal?: AbortSignal): AsyncGenerator<Array<DurableEntry>> {
+    return new LogReader(this, offset, signal).pages()
+  }
+}
+
+/**
+ * One read of a log: replay strictly after the offset, then park until the
+ * log is closed (and fully read) or the signal aborts, woken by the
+ * followers' notifications (which hand on the entries they carry when they
+ * continue what this reader holds) or the fallback poll.
+ */
+class LogReader {
+  private after = 0
+  private afterDigest: string | null = null
+  private readonly waker = new Waker()
+  // Entries the notifications carried, not yet handed on; a read is due
+  // first, and again after any wake that carried none (a close, a
+  // reconnect, a poll, the drain), so only a notification that continues
+  // what this reader holds replaces a read.
+  private notified: Array<{ entry: ReadEntry; prev: string }> = []
+  private mustRead = true
+  private firstChunkDeadline: number | undefined
+  private readonly follower: LogFollower = { notify: (appended) => this.notify(appended) }
+
+  constructor(
+    private readonly producer: RunProducer,
+    private readonly offset: string,
+    private readonly signal: AbortSignal | undefined,
+  ) {}
+
+  private notify(appended: Appended | undefined | null): void {
+    if (appended === null) this.notified = []
+    if (appended === null || appended === undefined) this.mustRead = true
+    else {
+      let prev = appended.prev
+      for (const entry of appended.entries) {
+        this.notified.push({ entry, prev })
+        prev = entry.digest
       }
     }
+    this.waker.wake()
+  }
+
+  async *pages(): AsyncGenerator<Array<DurableEntry>> {
+    const { producer, offset, signal, waker } = this
+    const hub = producer.hub
+    const pageSize = hub.settings.pageSize
+    const pollMs = hub.settings.pollMs
+    const fromStart = offset === '-1' || offset === 'now'
+    const start: Position = fromStart ? { seq: 0, digest: null } : producer.parseOffset(offset)
+    this.after = start.seq
+    this.afterDigest = start.digest
+    // Subscribed before the first query the wait depends on.
+    const leave = hub.followers.add(this.follower)
+    let exited!: () => void
+    hub.readers.set(waker, new Promise<void>((resolve) => (exited = resolve)))
+    try {
+      await hub.listener.ready()
+      if (offset === 'now') await this.fromTail()
+      for (;;) {
+        if (signal?.aborted) return
+        waker.reset()
+        const fresh = this.mustRead || hub.readersReleased ? 'read' : this.takeNotified()
+        if (fresh !== 'read') {
+          if (fresh.length > 0) {
+            yield this.hand(fresh)
+            if (signal?.aborted) return
+            continue
+          }
+        } else {
+          this.mustRead = false
+          const page = await producer.readPage(this.after, this.afterDigest, pageSize)
+          if (page.logId !== undefined) hub.followers.place(this.follower, page.logId)
+          if (page.entries.length > 0) {
+            yield this.hand(page.entries)
+            if (signal?.aborted) return
+          }
+          if (page.closed && this.after >= page.tail) return
+          // A full page may have more behind it; one that reached the tail has not.
+          if (page.entries.length >= pageSize && this.after < page.tail) {
+            this.mustRead = true
+            continue
+          }
+          // Shutting down: this was the last read (it saw the drain's chunks).
+          if (hub.readersReleased) throw closedError()
+          if (!page.exists && fromStart) {
+            if ((await this.waitForFirstChunk()) === 'abort') return
+            this.mustRead = true
+            continue
+          }
+        }
+        const how = await waker.wait(pollMs, signal)
+        if (how === 'abort') return
+        if (how === 'timeout') this.mustRead = true
+        if (!hub.listener.connected) void hub.listener.ready()
+      }
+    } finally {
+      leave()
+      hub.readers.delete(waker)
+      exited()
+    }
+  }
+
+  /** Offset 'now': start after the log's current tail. */
+  private async fromTail(): Promise<void> {
+    this.waker.reset()
+    const head = await this.producer.readPage(0, null, 0)
+    if (head.logId !== undefined) this.producer.hub.followers.place(this.follower, head.logId)
+    this.after = head.tail
+    this.afterDigest = head.tailDigest
+  }
+
+  /** No log yet: wait for it within the first-chunk deadline (longer for a run that is active). */
+  private async waitForFirstChunk(): Promise<'wake' | 'timeout' | 'abort'> {
+    const { hub, runId } = this.producer
+    if (this.firstChunkDeadline === undefined) {
+      const record = await value<{ status?: string } | null>(hub.pool, `SELECT ${SP}.run_get($1::text) AS r`, [runId])
+      const active = record !== null && !TERMINAL.has(String(record.status))
+      this.firstChunkDeadline =
+        performance.now() + (active ? hub.settings.activeRunFirstChunkDeadlineMs : hub.settings.firstChunkDeadlineMs)
+    }
+    const left = this.firstChunkDeadline - performance.now()
+    if (left <= 0) {
+      throw new SandboxPersistError(
+        'EVENT_LOG_NOT_FOUND',
+        `Run ${JSON.stringify(runId)} produced no event log within the first-chunk deadline.`,
+      )
+    }
+    return this.waker.wait(Math.min(hub.settings.pollMs, left), this.signal)
+  }
+
+  /** Entries as handed out, remembering the last one as the position. */
+  private hand(entries: Array<ReadEntry>): Array<DurableEntry> {
+    const out = new Array<DurableEntry>(entries.length)
+    for (let i = 0; i < entries.length; i++) {
+      const entry = entries[i]!
+      out[i] = { offset: this.producer.format(entry.seq, entry.digest), chunk: entry.chunk }
+    }
+    const last = entries[entries.length - 1]!
+    this.after = last.seq
+    this.afterDigest = last.digest
+    return out
+  }
+
+  // The notified entries that continue the stream this reader holds (the
+  // entry after `after`, chained to `afterDigest`): [] when they are all
+  // behind it (a read already gave them), 'read' when one is missing or
+  // the chain differs (the log was rewritten: the read reports SP405).
+  private takeNotified(): Array<ReadEntry> | 'read' {
+    const notified = this.notified
+    const after = this.after
+    let i = 0
+    while (i < notified.length && notified[i]!.entry.seq <= after) i++
+    if (i === notified.length) {
+      this.notified = []
+      return []
+    }
+    const held = this.afterDigest ?? (after === 0 ? ZERO_DIGEST : null)
+    if (notified[i]!.entry.seq !== after + 1 || notified[i]!.prev !== held) return 'read'
+    let j = i + 1
+    while (j < notified.length && notified[j]!.entry.seq === after + 1 + j - i && notified[j]!.prev === notified[j - 1]!.entry.digest) j++
+    const run = notified.slice(i, j).map((n) => n.entry)
+    this.notified = notified.slice(j)
+    return run
   }
 }
 

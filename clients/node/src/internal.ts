@@ -16,14 +16,12 @@ import {
 } from './failover.js'
 import { CopyOut } from './copy_out.js'
 import { ensureCompatibleExtension } from './version.js'
+import type { Queryable } from './queryable.js'
 
 /** The extension's schema, which every statement names. */
 export const SP = 'sandbox_persist'
 
-/** Anything with node-postgres' `query(text, values)`: a `pg.Pool` normally. */
-export interface Queryable {
-  query: pg.Pool['query']
-}
+export type { Queryable } from './queryable.js'
 
 const RETRY_SQLSTATES = new Set(['40001', '40P01'])
 const MAX_RETRIES = 5

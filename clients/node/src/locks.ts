@@ -21,7 +21,7 @@ import type { LockStore } from '@tanstack/ai/locks'
 import { LeaseRowBusyError, LockAcquireTimeoutError, LockLostError, SandboxPersistError } from './errors.js'
 import { abortReason, checkNumberOption, checkSignal, checkTextId, run, SP, value, type Queryable } from './internal.js'
 import { SandboxPersistConnectionError } from './failover.js'
-import { acquireListener, LOCK_CHANNEL, Waker, type ListenerHealth, type ListenerOptions } from './listener.js'
+import { acquireListener, LOCK_CHANNEL, Waker, type ListenerHandle, type ListenerHealth, type ListenerOptions } from './listener.js'
 
 export interface PostgresLockOptions extends ListenerOptions {
   /** Lease time-to-live sent as `ttl_ms` (1000..600000; default 15000). */
@@ -76,7 +76,10 @@ export interface PostgresLockStore extends LockStore, AsyncDisposable {
 
 const positive = (n: number) => Number.isFinite(n) && n > 0
 
-export function postgresLocks(pool: Queryable, options: PostgresLockOptions = {}): PostgresLockStore {
+/** The store's options, checked once (also what `store.options` shows). */
+type LockSettings = PostgresLockStore['options']
+
+function lockSettings(options: PostgresLockOptions): LockSettings {
   const ttlMs = checkNumberOption(
     options.ttlMs ?? 15_000,
     'ttlMs',
@@ -120,39 +123,107 @@ export function postgresLocks(pool: Queryable, options: PostgresLockOptions = {}
     (n) => Number.isFinite(n) && n >= 0,
     `closeTimeoutMs must be >= 0, got ${options.closeTimeoutMs}.`,
   )
+  return { ttlMs, renewEveryMs, safetyMarginMs, acquireTimeoutMs, minPollMs, maxPollMs, closeTimeoutMs }
+}
 
-  const handle = acquireListener(pool, options)
-  const listener = handle.listener
-  let closed = false
+export function postgresLocks(pool: Queryable, options: PostgresLockOptions = {}): PostgresLockStore {
+  const settings = lockSettings(options)
+  const store = new LockStoreState(pool, settings, acquireListener(pool, options))
+  const close = () => store.close()
+  return {
+    options: { ...settings },
+    close,
+    health: () => store.handle.health(),
+    [Symbol.asyncDispose]: close,
+    withLock: <T>(key: string, fn: (signal: AbortSignal) => Promise<T>, callOptions?: WithLockOptions): Promise<T> =>
+      store.withLock(key, fn, callOptions),
+  }
+}
+
+/** One signal that aborts when either does (AbortSignal.any is not in every Node 20). */
+function either(a: AbortSignal | undefined, b: AbortSignal): AbortSignal {
+  if (a === undefined) return b
+  if (a.aborted) return a
+  if (b.aborted) return b
+  const both = new AbortController()
+  const onA = () => both.abort(a.reason)
+  const onB = () => both.abort(b.reason)
+  a.addEventListener('abort', onA, { once: true })
+  b.addEventListener('abort', onB, { once: true })
+  both.signal.addEventListener('abort', () => {
+    a.removeEventListener('abort', onA)
+    b.removeEventListener('abort', onB)
+  }, { once: true })
+  return both.signal
+}
+
+const storeClosedError = () => new SandboxPersistError('ADAPTER_CLOSED', 'This lock store was closed (close() was called).')
+
+/** A granted lease as acquire returns it: the token, the fence and when the granting call was sent. */
+interface Granted {
+  ownerToken: string
+  fence: number
+  sentAt: number
+}
+
+/**
+ * One store's state: the listener share, the withLock calls in progress
+ * (for the drain of close()) and the waits for acquisition (lock_acquire).
+ */
+class LockStoreState {
+  private closed = false
   /** Aborted by close(): every wait for acquisition stops with ADAPTER_CLOSED. */
-  const closing = new AbortController()
+  private readonly closing = new AbortController()
   /** withLock calls in progress: settles when the call is over; `abandon` aborts fn and releases now. */
-  const calls = new Map<Promise<unknown>, { abandon?: () => Promise<void> }>()
-  let closedPromise: Promise<void> | undefined
-  const closedError = () => new SandboxPersistError('ADAPTER_CLOSED', 'This lock store was closed (close() was called).')
+  private readonly calls = new Map<Promise<unknown>, { abandon?: () => Promise<void> }>()
+  private closedPromise: Promise<void> | undefined
 
-  /** One signal that aborts when either does (AbortSignal.any is not in every Node 20). */
-  function either(a: AbortSignal | undefined, b: AbortSignal): AbortSignal {
-    if (a === undefined) return b
-    if (a.aborted) return a
-    if (b.aborted) return b
-    const both = new AbortController()
-    const onA = () => both.abort(a.reason)
-    const onB = () => both.abort(b.reason)
-    a.addEventListener('abort', onA, { once: true })
-    b.addEventListener('abort', onB, { once: true })
-    both.signal.addEventListener('abort', () => {
-      a.removeEventListener('abort', onA)
-      b.removeEventListener('abort', onB)
-    }, { once: true })
-    return both.signal
+  constructor(
+    readonly pool: Queryable,
+    readonly settings: LockSettings,
+    readonly handle: ListenerHandle,
+  ) {}
+
+  close(): Promise<void> {
+    return (this.closedPromise ??= this.drain())
   }
 
-  async function acquire(
+  async withLock<T>(key: string, fn: (signal: AbortSignal) => Promise<T>, callOptions?: WithLockOptions): Promise<T> {
+    checkTextId(key, 'lock key')
+    const waitSignal = checkSignal(callOptions?.signal, 'signal')
+    if (this.closed) throw storeClosedError()
+    const entry: { abandon?: () => Promise<void> } = {}
+    const call = this.locked(key, fn, waitSignal, entry)
+    this.calls.set(call, entry)
+    try {
+      return await call
+    } finally {
+      this.calls.delete(call)
+    }
+  }
+
+  /** withLock's body: acquire (stopping when the store closes), run fn, release once. */
+  private async locked<T>(
     key: string,
-    signal: AbortSignal | undefined,
-  ): Promise<{ ownerToken: string; fence: number; sentAt: number }> {
+    fn: (signal: AbortSignal) => Promise<T>,
+    waitSignal: AbortSignal | undefined,
+    entry: { abandon?: () => Promise<void> },
+  ): Promise<T> {
+    const held = await this.acquire(key, either(waitSignal, this.closing.signal))
+    const lease = new HeldLease(this, key, held)
+    // close() past its deadline: fn can no longer count on the lock, then it is released.
+    entry.abandon = () => lease.abandon()
+    try {
+      return await fn(lease.signal)
+    } finally {
+      await lease.release()
+    }
+  }
+
+  private async acquire(key: string, signal: AbortSignal | undefined): Promise<Granted> {
     if (signal?.aborted) throw abortReason(signal)
+    const { acquireTimeoutMs, minPollMs, maxPollMs } = this.settings
+    const listener = this.handle.listener
     const hash = createHash('md5').update(key, 'utf8').digest('hex')
     const waker = new Waker()
     // Subscribe (and LISTEN) before the first attempt, so a release between
@@ -170,12 +241,12 @@ export function postgresLocks(pool: Queryable, options: PostgresLockOptions = {}
         const sentAt = performance.now()
         // LEASE_ROW_BUSY: a transaction left open holds the key's row, so the
         // key is as good as held: keep waiting (X26; acquireOnce).
-        const lease = await acquireOnce(key)
+        const lease = await this.acquireOnce(key)
         if (lease !== null) {
           if (signal?.aborted) {
             // Granted as the caller gave up: hand it straight back.
-            await run(pool, `SELECT ${SP}.lock_release($1::text, $2::text)`, [key, lease.ownerToken]).catch((error: unknown) =>
-              handle.report('lock.release_failed', `releasing lock ${JSON.stringify(key)} failed; it expires after its ttl`, { key, error }),
+            await run(this.pool, `SELECT ${SP}.lock_release($1::text, $2::text)`, [key, lease.ownerToken]).catch((error: unknown) =>
+              this.handle.report('lock.release_failed', `releasing lock ${JSON.stringify(key)} failed; it expires after its ttl`, { key, error }),
             )
             throw abortReason(signal)
           }
@@ -198,12 +269,12 @@ export function postgresLocks(pool: Queryable, options: PostgresLockOptions = {}
    * granted" and the wait goes on: an attempt that did commit was granted to
    * nobody who knows its token, so it simply expires after ttlMs.
    */
-  async function acquireOnce(key: string): Promise<{ ownerToken: string; fence: number; expiresAt: number } | null> {
+  private async acquireOnce(key: string): Promise<{ ownerToken: string; fence: number; expiresAt: number } | null> {
     try {
       return await value<{ ownerToken: string; fence: number; expiresAt: number } | null>(
-        pool,
+        this.pool,
         `SELECT ${SP}.lock_acquire($1::text, $2::bigint) AS r`,
-        [key, ttlMs],
+        [key, this.settings.ttlMs],
       )
     } catch (error) {
       if (error instanceof SandboxPersistConnectionError || error instanceof LeaseRowBusyError) return null
@@ -211,22 +282,21 @@ export function postgresLocks(pool: Queryable, options: PostgresLockOptions = {}
     }
   }
 
-  const close = () => (closedPromise ??= drain())
-
-  async function drain(): Promise<void> {
-    closed = true
-    closing.abort(closedError())
+  private async drain(): Promise<void> {
+    this.closed = true
+    this.closing.abort(storeClosedError())
+    const { closeTimeoutMs } = this.settings
     try {
-      const inProgress = [...calls.keys()].map((call) => call.then(() => undefined, () => undefined))
+      const inProgress = [...this.calls.keys()].map((call) => call.then(() => undefined, () => undefined))
       let timer: ReturnType<typeof setTimeout> | undefined
       const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), closeTimeoutMs)))
       const outcome = await Promise.race([Promise.all(inProgress), late])
       clearTimeout(timer)
       if (outcome === 'late') {
-        const stuck = [...calls.values()].filter((c) => c.abandon !== undefined)
+        const stuck = [...this.calls.values()].filter((c) => c.abandon !== undefined)
         await Promise.all(stuck.map((c) => c.abandon!()))
         if (stuck.length > 0) {
-          handle.report(
+          this.handle.report(
             'shutdown.incomplete',
             `close(): ${stuck.length} withLock call(s) still ran after closeTimeoutMs (${closeTimeoutMs} ms); their signal was aborted and their lease released`,
             { closeTimeoutMs, holders: stuck.length },
@@ -234,109 +304,106 @@ export function postgresLocks(pool: Queryable, options: PostgresLockOptions = {}
         }
       }
     } finally {
-      await handle.release()
+      await this.handle.release()
     }
   }
+}
 
-  return {
-    options: { ttlMs, renewEveryMs, safetyMarginMs, acquireTimeoutMs, minPollMs, maxPollMs, closeTimeoutMs },
-    close,
-    health: () => handle.health(),
-    [Symbol.asyncDispose]: close,
+/**
+ * A lease while fn runs: renewed on a non-overlapping timer (lock_renew),
+ * its signal aborted once ownership is no longer certain (lost, or the local
+ * deadline passed), released once (lock_release).
+ */
+class HeldLease {
+  private readonly controller = new AbortController()
+  private stopped = false
+  private deadlineTimer: ReturnType<typeof setTimeout> | undefined
+  private readonly stopWaker = new Waker()
+  private readonly renewLoop: Promise<void>
+  private released: Promise<void> | undefined
 
-    async withLock<T>(key: string, fn: (signal: AbortSignal) => Promise<T>, callOptions?: WithLockOptions): Promise<T> {
-      checkTextId(key, 'lock key')
-      const waitSignal = checkSignal(callOptions?.signal, 'signal')
-      if (closed) throw closedError()
-      const entry: { abandon?: () => Promise<void> } = {}
-      const call = locked(key, fn, waitSignal, entry)
-      calls.set(call, entry)
+  constructor(
+    private readonly store: LockStoreState,
+    private readonly key: string,
+    private readonly held: Granted,
+  ) {
+    this.armDeadline(held.sentAt)
+    this.renewLoop = this.renewUntilStopped()
+  }
+
+  /** fn's signal. */
+  get signal(): AbortSignal {
+    return this.controller.signal
+  }
+
+  private lose(why: 'lost' | 'deadline' | 'closed'): void {
+    if (!this.controller.signal.aborted) this.controller.abort(new LockLostError(this.key, why))
+  }
+
+  private armDeadline(sentAt: number): void {
+    if (this.deadlineTimer !== undefined) clearTimeout(this.deadlineTimer)
+    const { ttlMs, safetyMarginMs } = this.store.settings
+    const due = sentAt + ttlMs - safetyMarginMs - performance.now()
+    this.deadlineTimer = setTimeout(() => this.lose('deadline'), Math.max(0, due))
+  }
+
+  private async renewUntilStopped(): Promise<void> {
+    const { key, controller, store } = this
+    const { renewEveryMs, ttlMs } = store.settings
+    while (!this.stopped && !controller.signal.aborted) {
+      await this.stopWaker.wait(renewEveryMs, controller.signal)
+      if (this.stopped || controller.signal.aborted) return
+      const sentAt = performance.now()
+      let renewed: { expiresAt: number } | null
       try {
-        return await call
-      } finally {
-        calls.delete(call)
+        renewed = await value<{ expiresAt: number } | null>(
+          store.pool,
+          `SELECT ${SP}.lock_renew($1::text, $2::text, $3::bigint) AS r`,
+          [key, this.held.ownerToken, ttlMs],
+        )
+      } catch (error) {
+        // Unknown outcome: keep trying; the local deadline still runs.
+        if (!this.stopped) {
+          store.handle.report('lock.renew_failed', `renewing lock ${JSON.stringify(key)} failed; retrying until the local deadline`, {
+            key,
+            error,
+          })
+        }
+        continue
       }
-    },
+      if (this.stopped) return
+      if (renewed === null) {
+        store.handle.report('lock.lost', `lock ${JSON.stringify(key)} was lost (expired or taken over); fn's signal is aborted`, { key })
+        this.lose('lost')
+        return
+      }
+      this.armDeadline(sentAt)
+    }
   }
 
-  /** withLock's body: acquire (stopping when the store closes), run fn, release once. */
-  async function locked<T>(
-    key: string,
-    fn: (signal: AbortSignal) => Promise<T>,
-    waitSignal: AbortSignal | undefined,
-    entry: { abandon?: () => Promise<void> },
-  ): Promise<T> {
-    const held = await acquire(key, either(waitSignal, closing.signal))
-    const controller = new AbortController()
-    let stopped = false
-    let deadlineTimer: ReturnType<typeof setTimeout> | undefined
-    const lose = (why: 'lost' | 'deadline' | 'closed') => {
-      if (!controller.signal.aborted) controller.abort(new LockLostError(key, why))
-    }
-    const armDeadline = (sentAt: number) => {
-      if (deadlineTimer !== undefined) clearTimeout(deadlineTimer)
-      const due = sentAt + ttlMs - safetyMarginMs - performance.now()
-      deadlineTimer = setTimeout(() => lose('deadline'), Math.max(0, due))
-    }
-    armDeadline(held.sentAt)
+  release(): Promise<void> {
+    return (this.released ??= this.releaseOnce())
+  }
 
-    const stopWaker = new Waker()
-    const renewLoop = (async () => {
-      while (!stopped && !controller.signal.aborted) {
-        await stopWaker.wait(renewEveryMs, controller.signal)
-        if (stopped || controller.signal.aborted) return
-        const sentAt = performance.now()
-        let renewed: { expiresAt: number } | null
-        try {
-          renewed = await value<{ expiresAt: number } | null>(
-            pool,
-            `SELECT ${SP}.lock_renew($1::text, $2::text, $3::bigint) AS r`,
-            [key, held.ownerToken, ttlMs],
-          )
-        } catch (error) {
-          // Unknown outcome: keep trying; the local deadline still runs.
-          if (!stopped) {
-            handle.report('lock.renew_failed', `renewing lock ${JSON.stringify(key)} failed; retrying until the local deadline`, {
-              key,
-              error,
-            })
-          }
-          continue
-        }
-        if (stopped) return
-        if (renewed === null) {
-          handle.report('lock.lost', `lock ${JSON.stringify(key)} was lost (expired or taken over); fn's signal is aborted`, { key })
-          lose('lost')
-          return
-        }
-        armDeadline(sentAt)
-      }
-    })()
-
-    let released: Promise<void> | undefined
-    const release = () =>
-      (released ??= (async () => {
-        stopped = true
-        stopWaker.wake()
-        if (deadlineTimer !== undefined) clearTimeout(deadlineTimer)
-        try {
-          await run(pool, `SELECT ${SP}.lock_release($1::text, $2::text)`, [key, held.ownerToken])
-        } catch (error) {
-          // Best effort: an unreleased lease expires by itself.
-          handle.report('lock.release_failed', `releasing lock ${JSON.stringify(key)} failed; it expires after its ttl`, { key, error })
-        }
-        await renewLoop.catch(() => undefined)
-      })())
-    // close() past its deadline: fn can no longer count on the lock, then it is released.
-    entry.abandon = async () => {
-      lose('closed')
-      await release()
-    }
-
+  private async releaseOnce(): Promise<void> {
+    this.stopped = true
+    this.stopWaker.wake()
+    if (this.deadlineTimer !== undefined) clearTimeout(this.deadlineTimer)
     try {
-      return await fn(controller.signal)
-    } finally {
-      await release()
+      await run(this.store.pool, `SELECT ${SP}.lock_release($1::text, $2::text)`, [this.key, this.held.ownerToken])
+    } catch (error) {
+      // Best effort: an unreleased lease expires by itself.
+      this.store.handle.report('lock.release_failed', `releasing lock ${JSON.stringify(this.key)} failed; it expires after its ttl`, {
+        key: this.key,
+        error,
+      })
     }
+    await this.renewLoop.catch(() => undefined)
+  }
+
+  /** close() past its deadline: fn can no longer count on the lock, then it is released. */
+  async abandon(): Promise<void> {
+    this.lose('closed')
+    await this.release()
   }
 }

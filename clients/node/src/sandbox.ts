@@ -201,21 +201,16 @@ function chainDigest(digest: Buffer, texts: ReadonlyArray<string>): Buffer {
 /** The digest of no messages: sha256 of nothing. */
 const EMPTY_DIGEST = createHash('sha256').digest()
 
-/**
- * The checkpoint store, fork-capable. Lease times come from the server clock
- * unless `options.now` is given, in which case `now_ms = options.now()` is sent
- * on acquire, renew, append, deleteHead and fork (the database must have
- * `sandbox_persist.allow_client_clock = on`, a test setting).
- */
-export function postgresCheckpoints(
-  db: Queryable,
-  options: PostgresCheckpointOptions = {},
-): ForkCapableSandboxCheckpointStore {
+/** The checkpoint store contract wants a plain Error for a bad option [R23]; it still carries a code. */
+function invalidOption(code: 'ERR_INVALID_ARG_TYPE' | 'ERR_OUT_OF_RANGE', message: string): Error {
+  return Object.defineProperty(new Error(message), 'code', { value: code, enumerable: true })
+}
+
+/** The lease options and the test clock, checked. */
+function leaseSettings(options: PostgresCheckpointOptions): { leaseDurationMs: number; renewAfterMs: number; now: (() => number) | undefined } {
   const leaseDurationMs = options.leaseDurationMs ?? 120_000
   const renewAfterMs = options.renewAfterMs ?? 45_000
-  // The checkpoint store contract wants a plain Error here [R23]; it still carries a code.
-  const invalid = (code: 'ERR_INVALID_ARG_TYPE' | 'ERR_OUT_OF_RANGE', message: string) =>
-    Object.defineProperty(new Error(message), 'code', { value: code, enumerable: true })
+  const invalid = invalidOption
   if (typeof leaseDurationMs !== 'number') {
     throw invalid('ERR_INVALID_ARG_TYPE', `leaseDurationMs must be a finite number greater than 0, got ${String(leaseDurationMs)}.`)
   }
@@ -237,7 +232,20 @@ export function postgresCheckpoints(
   if (options.now !== undefined && typeof options.now !== 'function') {
     throw invalid('ERR_INVALID_ARG_TYPE', 'now must be a function returning epoch milliseconds.')
   }
-  const now = options.now
+  return { leaseDurationMs, renewAfterMs, now: options.now }
+}
+
+/**
+ * The checkpoint store, fork-capable. Lease times come from the server clock
+ * unless `options.now` is given, in which case `now_ms = options.now()` is sent
+ * on acquire, renew, append, deleteHead and fork (the database must have
+ * `sandbox_persist.allow_client_clock = on`, a test setting).
+ */
+export function postgresCheckpoints(
+  db: Queryable,
+  options: PostgresCheckpointOptions = {},
+): ForkCapableSandboxCheckpointStore {
+  const { leaseDurationMs, renewAfterMs, now } = leaseSettings(options)
   // The installed @tanstack/ai-sandbox's error classes, when there are any
   // (errors.ts): every method waits for the one dynamic import, so each error
   // the store raises is an instance of upstream's class too.
@@ -245,58 +253,9 @@ export function postgresCheckpoints(
 
   const deltaMode: DeltaAppendMode = options.deltaAppends ?? 'verified'
   if (deltaMode !== 'verified' && deltaMode !== 'identity' && deltaMode !== 'off') {
-    throw invalid('ERR_INVALID_ARG_TYPE', `deltaAppends must be 'verified', 'identity' or 'off', got ${String(deltaMode)}.`)
+    throw invalidOption('ERR_INVALID_ARG_TYPE', `deltaAppends must be 'verified', 'identity' or 'off', got ${String(deltaMode)}.`)
   }
-  const lastAppends = new Map<string, LastAppend>()
-
-  /** Whether the first last.len messages are the ones last appended. */
-  const samePrefix = (last: LastAppend, messages: ReadonlyArray<unknown>): boolean => {
-    for (let i = 0; i < last.len; i++) {
-      const prior = last.prior[i]
-      if (deltaMode === 'identity' ? messages[i] !== prior : !unchanged(prior as Appended, messages[i])) return false
-    }
-    return true
-  }
-
-  /**
-   * What the store remembers of messages[from..] (texts: their JSON texts),
-   * taken before the call that sends them: a message changed in place while
-   * the call is in flight is then seen as changed on the next append.
-   */
-  const priorsOf = (messages: ReadonlyArray<unknown>, texts: ReadonlyArray<string>, from: number): Array<unknown> =>
-    texts.map((text, i) => (deltaMode === 'identity' ? messages[from + i] : appended(messages[from + i], text)))
-
-  /**
-   * Remember a successful append for the thread's next one (the oldest thread
-   * is forgotten first): texts and priors are those of messages[base.len..],
-   * base the last append this one extended (undefined: the whole conversation).
-   */
-  const remember = (
-    threadId: string,
-    headId: string,
-    writer: Record<string, unknown>,
-    len: number,
-    texts: ReadonlyArray<string>,
-    priors: ReadonlyArray<unknown>,
-    base: LastAppend | undefined,
-  ): void => {
-    const prior = base?.prior ?? []
-    prior.length = base?.len ?? 0
-    for (const p of priors) prior.push(p)
-    lastAppends.delete(threadId)
-    if (lastAppends.size >= DELTA_THREADS) {
-      const oldest = lastAppends.keys().next()
-      if (!oldest.done) lastAppends.delete(oldest.value)
-    }
-    lastAppends.set(threadId, {
-      headId,
-      ownerToken: writer.ownerToken,
-      fence: writer.fence,
-      len,
-      digest: chainDigest(base?.digest ?? EMPTY_DIGEST, texts),
-      prior,
-    })
-  }
+  const appender = new CheckpointAppender(db, deltaMode, now)
 
   return afterUpstream(upstream, {
     async get(id) {
@@ -323,65 +282,7 @@ export function postgresCheckpoints(
     },
 
     async append(input) {
-      const source = input as unknown
-      let payload: unknown = source
-      let conversation: unknown = undefined
-      let header: unknown = undefined
-      if (isPlainObject(source)) {
-        const parts = checkpointParts(source.checkpoint)
-        conversation = parts.conversation
-        header = parts.header
-        // expectedHeadId is copied as given: undefined (absent) is INVALID_ID, null is "no head".
-        payload = { checkpoint: parts.header, expectedHeadId: source.expectedHeadId, writer: writerJson(source.writer) }
-      }
-      if (deltaMode === 'off' || !Array.isArray(conversation) || !isPlainObject(header) || !isPlainObject(source)) {
-        return value<{ headId: string }>(db, `SELECT ${SP}.checkpoint_append($1::json, $2::json, $3::bigint) AS r`, [
-          json(payload),
-          json(conversation),
-          clockValue(now),
-        ])
-      }
-      const messages: Array<unknown> = conversation
-      const threadId = header.threadId
-      const writer = isPlainObject(source.writer) ? source.writer : {}
-      const last = typeof threadId === 'string' ? lastAppends.get(threadId) : undefined
-      if (
-        last !== undefined &&
-        typeof threadId === 'string' &&
-        source.expectedHeadId === last.headId &&
-        header.parentCheckpointId === last.headId &&
-        writer.ownerToken === last.ownerToken &&
-        writer.fence === last.fence &&
-        messages.length >= last.len &&
-        samePrefix(last, messages)
-      ) {
-        // Array.from, not map: a hole in the tail is sent as null, as in the whole form.
-        const tail = Array.from(messages.slice(last.len), messageText)
-        const priors = priorsOf(messages, tail, last.len)
-        try {
-          const result = await value<{ headId: string }>(
-            db,
-            `SELECT ${SP}.checkpoint_append_delta($1::json, $2::json, $3::bigint, $4::bytea, $5::bigint) AS r`,
-            [json(payload), `[${tail.join(',')}]`, last.len, last.digest, clockValue(now)],
-          )
-          remember(threadId, result.headId, writer, messages.length, tail, priors, last)
-          return result
-        } catch (error) {
-          lastAppends.delete(threadId)
-          // A false claim: the server holds another conversation for the parent; send it whole.
-          if (!(error instanceof SandboxCheckpointError && error.code === 'SANDBOX_SNAPSHOT_PREFIX_MISMATCH')) throw error
-        }
-      }
-      const texts = Array.from(messages, messageText)
-      const priors = priorsOf(messages, texts, 0)
-      if (typeof threadId === 'string') lastAppends.delete(threadId)
-      const result = await value<{ headId: string }>(db, `SELECT ${SP}.checkpoint_append($1::json, $2::json, $3::bigint) AS r`, [
-        json(payload),
-        `[${texts.join(',')}]`,
-        clockValue(now),
-      ])
-      if (typeof threadId === 'string') remember(threadId, result.headId, writer, messages.length, texts, priors, undefined)
-      return result
+      return appender.append(input)
     },
 
     async deleteHead(input) {
@@ -389,7 +290,7 @@ export function postgresCheckpoints(
       const payload = isPlainObject(source)
         ? { threadId: source.threadId, checkpointId: source.checkpointId, writer: writerJson(source.writer) }
         : source
-      if (isPlainObject(source) && typeof source.threadId === 'string') lastAppends.delete(source.threadId)
+      if (isPlainObject(source) && typeof source.threadId === 'string') appender.forget(source.threadId)
       await run(db, `SELECT ${SP}.checkpoint_delete_head($1::json, $2::bigint)`, [json(payload), clockValue(now)])
     },
 
@@ -400,31 +301,7 @@ export function postgresCheckpoints(
         `SELECT ${SP}.checkpoint_acquire_writer($1::text, $2::bigint, $3::bigint) AS r`,
         [threadId, leaseDurationMs, clockValue(now)],
       )
-      const writer = { threadId: acquired.threadId, ownerToken: acquired.ownerToken, fence: acquired.fence }
-      const writerText = JSON.stringify(writer)
-      let expiresAt = acquired.expiresAt
-      const lease: SandboxCheckpointWriterLease = {
-        threadId: writer.threadId,
-        ownerToken: writer.ownerToken,
-        fence: writer.fence,
-        get expiresAt() {
-          return expiresAt
-        },
-        renewAfterMs,
-        async renew() {
-          const renewed = await value<{ expiresAt: number }>(
-            db,
-            `SELECT ${SP}.checkpoint_renew_writer($1::json, $2::bigint, $3::bigint) AS r`,
-            [writerText, leaseDurationMs, clockValue(now)],
-          )
-          expiresAt = renewed.expiresAt
-          return { expiresAt: renewed.expiresAt }
-        },
-        async release() {
-          await run(db, `SELECT ${SP}.checkpoint_release_writer($1::json)`, [writerText])
-        },
-      }
-      return lease
+      return writerLease(db, acquired, leaseDurationMs, renewAfterMs, now)
     },
 
     async listBlobReferences() {
@@ -438,24 +315,211 @@ export function postgresCheckpoints(
     },
 
     async forkFromCheckpoint(input) {
-      const source = input as unknown
-      const payload = isPlainObject(source)
-        ? {
-            sourceThreadId: source.sourceThreadId,
-            sourceCheckpointId: source.sourceCheckpointId,
-            destinationThreadId: source.destinationThreadId,
-            destinationCheckpointId: source.destinationCheckpointId,
-            createdAt: source.createdAt,
-            writer: writerJson(source.writer),
-          }
-        : source
       return value<{ checkpoint: SandboxCheckpoint }>(
         db,
         `SELECT ${SP}.checkpoint_fork_from_checkpoint($1::json, $2::bigint) AS r`,
-        [json(payload), clockValue(now)],
+        [json(forkPayload(input)), clockValue(now)],
       )
     },
   })
+}
+
+/** forkFromCheckpoint's argument as the server takes it (anything else is sent as given, for the server to refuse). */
+function forkPayload(input: unknown): unknown {
+  const source = input
+  return isPlainObject(source)
+    ? {
+        sourceThreadId: source.sourceThreadId,
+        sourceCheckpointId: source.sourceCheckpointId,
+        destinationThreadId: source.destinationThreadId,
+        destinationCheckpointId: source.destinationCheckpointId,
+        createdAt: source.createdAt,
+        writer: writerJson(source.writer),
+      }
+    : source
+}
+
+/** The lease acquireWriter returns: renew (checkpoint_renew_writer) and release (checkpoint_release_writer). */
+function writerLease(
+  db: Queryable,
+  acquired: SandboxCheckpointWriter & { expiresAt: number },
+  leaseDurationMs: number,
+  renewAfterMs: number,
+  now: (() => number) | undefined,
+): SandboxCheckpointWriterLease {
+  const writer = { threadId: acquired.threadId, ownerToken: acquired.ownerToken, fence: acquired.fence }
+  const writerText = JSON.stringify(writer)
+  let expiresAt = acquired.expiresAt
+  const lease: SandboxCheckpointWriterLease = {
+    threadId: writer.threadId,
+    ownerToken: writer.ownerToken,
+    fence: writer.fence,
+    get expiresAt() {
+      return expiresAt
+    },
+    renewAfterMs,
+    async renew() {
+      const renewed = await value<{ expiresAt: number }>(
+        db,
+        `SELECT ${SP}.checkpoint_renew_writer($1::json, $2::bigint, $3::bigint) AS r`,
+        [writerText, leaseDurationMs, clockValue(now)],
+      )
+      expiresAt = renewed.expiresAt
+      return { expiresAt: renewed.expiresAt }
+    },
+    async release() {
+      await run(db, `SELECT ${SP}.checkpoint_release_writer($1::json)`, [writerText])
+    },
+  }
+  return lease
+}
+
+/**
+ * The checkpoint store's appends (checkpoint_append, checkpoint_append_delta):
+ * it remembers each thread's last append (up to DELTA_THREADS threads) and,
+ * when the next one extends it with the same writer and head, sends only the
+ * new messages (docs/contract/checkpoint-store.md §6).
+ */
+class CheckpointAppender {
+  private readonly lastAppends = new Map<string, LastAppend>()
+
+  constructor(
+    private readonly db: Queryable,
+    private readonly deltaMode: DeltaAppendMode,
+    private readonly now: (() => number) | undefined,
+  ) {}
+
+  /** Forget a thread's last append (its head changed some other way). */
+  forget(threadId: string): void {
+    this.lastAppends.delete(threadId)
+  }
+
+  async append(input: unknown): Promise<{ headId: string }> {
+    const { db, now } = this
+    const source = input as unknown
+    let payload: unknown = source
+    let conversation: unknown = undefined
+    let header: unknown = undefined
+    if (isPlainObject(source)) {
+      const parts = checkpointParts(source.checkpoint)
+      conversation = parts.conversation
+      header = parts.header
+      // expectedHeadId is copied as given: undefined (absent) is INVALID_ID, null is "no head".
+      payload = { checkpoint: parts.header, expectedHeadId: source.expectedHeadId, writer: writerJson(source.writer) }
+    }
+    if (this.deltaMode === 'off' || !Array.isArray(conversation) || !isPlainObject(header) || !isPlainObject(source)) {
+      return value<{ headId: string }>(db, `SELECT ${SP}.checkpoint_append($1::json, $2::json, $3::bigint) AS r`, [
+        json(payload),
+        json(conversation),
+        clockValue(now),
+      ])
+    }
+    const messages: Array<unknown> = conversation
+    const threadId = header.threadId
+    const writer = isPlainObject(source.writer) ? source.writer : {}
+    const last = typeof threadId === 'string' ? this.lastAppends.get(threadId) : undefined
+    if (
+      last !== undefined &&
+      typeof threadId === 'string' &&
+      source.expectedHeadId === last.headId &&
+      header.parentCheckpointId === last.headId &&
+      writer.ownerToken === last.ownerToken &&
+      writer.fence === last.fence &&
+      messages.length >= last.len &&
+      this.samePrefix(last, messages)
+    ) {
+      const result = await this.appendDelta(payload, threadId, writer, messages, last)
+      if (result !== null) return result
+    }
+    const texts = Array.from(messages, messageText)
+    const priors = this.priorsOf(messages, texts, 0)
+    if (typeof threadId === 'string') this.lastAppends.delete(threadId)
+    const result = await value<{ headId: string }>(db, `SELECT ${SP}.checkpoint_append($1::json, $2::json, $3::bigint) AS r`, [
+      json(payload),
+      `[${texts.join(',')}]`,
+      clockValue(now),
+    ])
+    if (typeof threadId === 'string') this.remember(threadId, result.headId, writer, messages.length, texts, priors, undefined)
+    return result
+  }
+
+  /** The new messages only; null when the server holds another conversation for the parent (then send it whole). */
+  private async appendDelta(
+    payload: unknown,
+    threadId: string,
+    writer: Record<string, unknown>,
+    messages: Array<unknown>,
+    last: LastAppend,
+  ): Promise<{ headId: string } | null> {
+    // Array.from, not map: a hole in the tail is sent as null, as in the whole form.
+    const tail = Array.from(messages.slice(last.len), messageText)
+    const priors = this.priorsOf(messages, tail, last.len)
+    try {
+      const result = await value<{ headId: string }>(
+        this.db,
+        `SELECT ${SP}.checkpoint_append_delta($1::json, $2::json, $3::bigint, $4::bytea, $5::bigint) AS r`,
+        [json(payload), `[${tail.join(',')}]`, last.len, last.digest, clockValue(this.now)],
+      )
+      this.remember(threadId, result.headId, writer, messages.length, tail, priors, last)
+      return result
+    } catch (error) {
+      this.lastAppends.delete(threadId)
+      // A false claim: the server holds another conversation for the parent; send it whole.
+      if (!(error instanceof SandboxCheckpointError && error.code === 'SANDBOX_SNAPSHOT_PREFIX_MISMATCH')) throw error
+      return null
+    }
+  }
+
+  /** Whether the first last.len messages are the ones last appended. */
+  private samePrefix(last: LastAppend, messages: ReadonlyArray<unknown>): boolean {
+    for (let i = 0; i < last.len; i++) {
+      const prior = last.prior[i]
+      if (this.deltaMode === 'identity' ? messages[i] !== prior : !unchanged(prior as Appended, messages[i])) return false
+    }
+    return true
+  }
+
+  /**
+   * What the store remembers of messages[from..] (texts: their JSON texts),
+   * taken before the call that sends them: a message changed in place while
+   * the call is in flight is then seen as changed on the next append.
+   */
+  private priorsOf(messages: ReadonlyArray<unknown>, texts: ReadonlyArray<string>, from: number): Array<unknown> {
+    return texts.map((text, i) => (this.deltaMode === 'identity' ? messages[from + i] : appended(messages[from + i], text)))
+  }
+
+  /**
+   * Remember a successful append for the thread's next one (the oldest thread
+   * is forgotten first): texts and priors are those of messages[base.len..],
+   * base the last append this one extended (undefined: the whole conversation).
+   */
+  private remember(
+    threadId: string,
+    headId: string,
+    writer: Record<string, unknown>,
+    len: number,
+    texts: ReadonlyArray<string>,
+    priors: ReadonlyArray<unknown>,
+    base: LastAppend | undefined,
+  ): void {
+    const lastAppends = this.lastAppends
+    const prior = base?.prior ?? []
+    prior.length = base?.len ?? 0
+    for (const p of priors) prior.push(p)
+    lastAppends.delete(threadId)
+    if (lastAppends.size >= DELTA_THREADS) {
+      const oldest = lastAppends.keys().next()
+      if (!oldest.done) lastAppends.delete(oldest.value)
+    }
+    lastAppends.set(threadId, {
+      headId,
+      ownerToken: writer.ownerToken,
+      fence: writer.fence,
+      len,
+      digest: chainDigest(base?.digest ?? EMPTY_DIGEST, texts),
+      prior,
+    })
+  }
 }
 
 /** `store` with every method first awaiting `ready`. */

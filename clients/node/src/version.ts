@@ -7,7 +7,7 @@
  * (a minor release only adds functions).
  */
 import { SandboxPersistSetupError } from './errors.js'
-import type { Queryable } from './internal.js'
+import type { Queryable } from './queryable.js'
 
 /** This package's version; equals package.json's (a test holds them together). */
 export const ADAPTER_VERSION = '0.5.0'

@@ -1,6 +1,6 @@
 /** Bearer-token access control for the stream server (the CLI's `--token`). */
 import { createHash, timingSafeEqual } from 'node:crypto'
-import type { AuthorizeResult, StreamOperation } from './handler.js'
+import type { AuthorizeResult, StreamOperation } from './context.js'
 
 export interface BearerOptions {
   /** Let reads (GET, HEAD) through without a token; writes always need it. */

@@ -15,6 +15,9 @@ import type { StreamWaiters } from './waiters.js'
  */
 export type StreamOperation = 'create' | 'append' | 'read' | 'head' | 'delete' | 'subscribe'
 
+/** What `authorize` answers: true lets the request through, false is a 401, a Response is sent as is. */
+export type AuthorizeResult = boolean | Response
+
 export interface ResolvedOptions {
   basePath: string
   longPollTimeoutMs: number

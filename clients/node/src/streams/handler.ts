@@ -8,7 +8,7 @@
 import type pg from 'pg'
 import { acquireListener, type ListenerHealth, type ListenerOptions } from '../listener.js'
 import type { SandboxPersistLogger } from '../log.js'
-import { baseHeaders, errorResponse, withBaseHeaders, type HandlerContext, type ResolvedOptions, type StreamOperation } from './context.js'
+import { baseHeaders, errorResponse, withBaseHeaders, type AuthorizeResult, type HandlerContext, type ResolvedOptions, type StreamOperation } from './context.js'
 import { parseReadQuery, REQUEST_HEADERS } from './headers.js'
 import { handleCatchUp, handleLongPoll } from './read.js'
 import { refusal } from './refusals.js'
@@ -17,10 +17,8 @@ import { Subscriptions, type SubscriptionOptions } from './subscriptions.js'
 import { StreamWaiters } from './waiters.js'
 import { handleAppend, handleCreate, handleDelete, handleHead } from './write.js'
 
-export type { StreamOperation, SubscriptionOptions }
+export type { AuthorizeResult, StreamOperation, SubscriptionOptions }
 
-/** What `authorize` answers: true lets the request through, false is a 401, a Response is sent as is. */
-export type AuthorizeResult = boolean | Response
 
 export interface StreamHandlerOptions {
   /** The pool the stream functions run on. */
